@@ -1,0 +1,41 @@
+# gpucluster.tiers — make help
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TIER ?= tier3
+INVENTORY ?= inventories/$(TIER)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help setup plan test lint unit bench-plan clean
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+setup: $(VENV)/.stamp ## make .venv with the pinned toolchain (pyproject.toml)
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > $(VENV)/requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	touch $@
+
+plan: setup ## write build/plan/<name>/ (plan.json, report.md, hosts/) for TIER=tierN or INVENTORY=path
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/plan.yml
+
+lint: setup ## ruff and ansible-lint (production profile)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/ansible-lint --profile production
+
+unit: setup ## pytest: engine, filters, modules, parsers
+	$(BIN)/pytest
+
+test: lint unit ## the whole suite (CI runs this)
+
+bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
+	$(BIN)/python tests/bench/bench_plan.py
+
+clean: ## remove build output
+	rm -rf build
+
+-include lab/lab.mk

@@ -1,0 +1,124 @@
+"""GPU clock locks and power limits: never outside the model's limits.
+
+Policies:
+- ``max_performance``: lock the SM clock at the model's maximum (``-lgc max,max``), the
+  memory clock at its maximum where the model supports ``-lmc``, power limit = default.
+- ``fixed``: lock the SM clock (and optionally memory) at the site's value.
+- ``power_capped``: no clock lock; the power limit is the site's cap.
+Any policy may also set ``power_cap_w``. Settings are volatile (dossier 1.3), so the
+compute role applies them from a oneshot unit at boot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils.catalog import GpuModel
+from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError, check_choice, check_range
+
+POLICIES = ("max_performance", "fixed", "power_capped")
+
+
+def _known(value: int | None, field: str, what: str, gpu: GpuModel) -> int:
+    if value is None:
+        raise PlanError(
+            field,
+            gpu.key,
+            f"a model whose {what} is known: the catalog has no sourced value for {gpu.key}; "
+            "read it from the hardware (gpucluster.tiers.gpu_facts) and set the policy explicitly",
+        )
+    return value
+
+
+def _power_cap(gpu: GpuModel, cap: Any, field: str) -> int:
+    low = _known(gpu.power_min_w, field, "minimum power limit", gpu)
+    high = _known(gpu.power_max_w, field, "maximum power limit", gpu)
+    return check_range(cap, field, low, high, integer=True, unit=" W")
+
+
+def gpu_clocks(
+    gpu: GpuModel,
+    policy: str,
+    *,
+    sm_mhz: int | None = None,
+    mem_mhz: int | None = None,
+    power_cap_w: int | None = None,
+    field: str = "gpucluster_gpu_policy",
+) -> dict[str, Any]:
+    """nvidia-smi settings for ``policy`` on ``gpu``; PlanError for anything outside its limits."""
+    check_choice(policy, f"{field}.clock_policy", POLICIES)
+    notes: list[str] = []
+    lock_sm: list[int] | None = None
+    lock_mem: list[int] | None = None
+    if policy == "max_performance":
+        top = _known(gpu.max_sm_mhz, f"{field}.clock_policy", "maximum SM clock", gpu)
+        lock_sm = [top, top]
+        if gpu.memory_clock_lock and gpu.max_mem_mhz:
+            lock_mem = [gpu.max_mem_mhz, gpu.max_mem_mhz]
+        if gpu.key in ("h100_sxm", "h200_sxm"):
+            notes.append(
+                f"SM clock locked at {top} MHz, the device's clocks.max.sm; 2505 MHz (quoted in some "
+                "articles) is not a supported H100 clock, and 1830 MHz is NVIDIA's TFLOPS clock, not a lock limit"
+            )
+    elif policy == "fixed":
+        if sm_mhz is None:
+            raise PlanError(f"{field}.sm_mhz", None, "an SM clock in MHz, required by clock_policy fixed")
+        top = _known(gpu.max_sm_mhz, f"{field}.sm_mhz", "maximum SM clock", gpu)
+        sm = check_range(sm_mhz, f"{field}.sm_mhz", 1, top, integer=True, unit=f" MHz ({gpu.key} clocks.max.sm)")
+        lock_sm = [sm, sm]
+    if mem_mhz is not None:
+        if not gpu.memory_clock_lock:
+            raise PlanError(f"{field}.mem_mhz", mem_mhz, f"unset: {gpu.key} does not support memory clock locks")
+        top_mem = _known(gpu.max_mem_mhz, f"{field}.mem_mhz", "maximum memory clock", gpu)
+        mem = check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz")
+        lock_mem = [mem, mem]
+    if policy == "power_capped" and power_cap_w is None:
+        raise PlanError(f"{field}.power_cap_w", None, "a power limit in W, required by clock_policy power_capped")
+    if power_cap_w is not None:
+        power = _power_cap(gpu, power_cap_w, f"{field}.power_cap_w")
+    else:
+        power = _known(gpu.power_default_w, f"{field}.power_cap_w", "default power limit", gpu)
+    apply_args = ["-pm 1"]
+    reset_args = []
+    if lock_sm:
+        apply_args.append(f"-lgc {lock_sm[0]},{lock_sm[1]}")
+        reset_args.append("-rgc")
+    if lock_mem:
+        apply_args.append(f"-lmc {lock_mem[0]},{lock_mem[1]}")
+        reset_args.append("-rmc")
+    apply_args.append(f"-pl {power}")
+    if gpu.power_default_w is not None:
+        reset_args.append(f"-pl {gpu.power_default_w}")
+    return {
+        "policy": policy,
+        "persistence": True,
+        "lock_gpu_clocks": lock_sm,
+        "lock_memory_clocks": lock_mem,
+        "power_limit_w": power,
+        "apply_args": apply_args,
+        "reset_args": reset_args,
+        "notes": notes,
+    }
+
+
+def check_against_hardware(plan_clocks: dict[str, Any], hw: dict[str, Any]) -> list[str]:
+    """Mismatches between a clock plan and limits read from a GPU (hardware wins).
+
+    ``hw`` holds what gpu_facts read: max_sm_mhz, max_mem_mhz, power_min_w, power_max_w.
+    """
+    problems = []
+    lock = plan_clocks.get("lock_gpu_clocks")
+    if lock and hw.get("max_sm_mhz") is not None and lock[1] > hw["max_sm_mhz"]:
+        problems.append(f"planned SM clock lock {lock[1]} MHz is above the GPU's clocks.max.sm {hw['max_sm_mhz']} MHz")
+    mem = plan_clocks.get("lock_memory_clocks")
+    if mem and hw.get("max_mem_mhz") is not None and mem[1] > hw["max_mem_mhz"]:
+        problems.append(
+            f"planned memory clock lock {mem[1]} MHz is above the GPU's clocks.max.mem {hw['max_mem_mhz']} MHz"
+        )
+    power = plan_clocks.get("power_limit_w")
+    if power is not None:
+        if hw.get("power_max_w") is not None and power > hw["power_max_w"]:
+            problems.append(f"planned power limit {power} W is above the GPU's power.max_limit {hw['power_max_w']} W")
+        if hw.get("power_min_w") is not None and power < hw["power_min_w"]:
+            problems.append(f"planned power limit {power} W is below the GPU's power.min_limit {hw['power_min_w']} W")
+    return problems

@@ -1,0 +1,65 @@
+"""The one error type of the planning engine.
+
+Every bad input raises :class:`PlanError`, naming the inventory field (a dotted path
+such as ``gpucluster_fabric.roce.dscp``), the value found and what is allowed, so the
+plan play can fail before any host is contacted with a message a user can act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class PlanError(ValueError):
+    """Bad inventory input: ``field`` had ``value``; ``allowed`` says what would do."""
+
+    field: str
+    value: Any
+    allowed: str
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"inventory field '{self.field}': value {self.value!r} is not allowed; allowed: {self.allowed}"
+
+
+def require(condition: bool, field: str, value: Any, allowed: str) -> None:
+    """Raise :class:`PlanError` unless ``condition`` holds."""
+    if not condition:
+        raise PlanError(field, value, allowed)
+
+
+def check_range(
+    value: Any,
+    field: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: bool = False,
+    unit: str = "",
+) -> float:
+    """Return ``value`` as a number if it lies in [low, high]; otherwise raise PlanError."""
+    kind = "an integer" if integer else "a number"
+    bounds = []
+    if low is not None:
+        bounds.append(f">= {low:g}{unit}")
+    if high is not None:
+        bounds.append(f"<= {high:g}{unit}")
+    allowed = f"{kind} {' and '.join(bounds)}".strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PlanError(field, value, allowed)
+    if integer and not float(value).is_integer():
+        raise PlanError(field, value, allowed)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise PlanError(field, value, allowed)
+    return int(value) if integer else float(value)
+
+
+def check_choice(value: Any, field: str, choices: list[str] | tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``choices``; otherwise raise PlanError."""
+    if value not in choices:
+        raise PlanError(field, value, "one of " + ", ".join(choices))
+    return value

@@ -1,0 +1,75 @@
+"""Checkpoint storage sizing (GB = 1e9 bytes, as storage vendors and nccl-tests count).
+
+checkpoint bytes = parameters x bytes per parameter (dossier 9.4: 2 for bf16 weights,
+~12-14 with fp32 master weights and Adam state; BLOOM-176B's 2.3 TB is ~13 B/param).
+A synchronous checkpoint must finish within ``overlap_target`` of the interval, so
+required write GB/s = checkpoint GB / (overlap_target x interval seconds) (tiers.md:
+checkpoint overlap under 10 % of training time).
+Idle cost per day = GPUs x 24 h x $/GPU-hour x I/O-wait fraction (tiers.md correction:
+64 x 24 x $4 x 0.2 = $1,229, not $3,942).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import check_range
+
+OVERRIDE_FLAG = "gpucluster_workload.allow_storage_below_need"
+
+
+def storage_sizing(
+    *,
+    model_params_b: float,
+    bytes_per_param: float,
+    interval_min: float,
+    overlap_target: float,
+    write_floor_gbps: float,
+    rated_write_gbps: float | None,
+    gpus: int,
+    gpu_hour_cost_usd: float,
+    io_wait_fraction: float,
+    field: str = "gpucluster_workload",
+) -> dict[str, Any]:
+    params = check_range(model_params_b, f"{field}.model_params_b", 0.001, 100000, unit=" (billions)")
+    bpp = check_range(bytes_per_param, f"{field}.checkpoint_bytes_per_param", 0.25, 32)
+    interval = check_range(interval_min, f"{field}.checkpoint_interval_min", 1, 10080, unit=" min")
+    # more than half the interval spent checkpointing is not a training plan
+    overlap = check_range(overlap_target, f"{field}.checkpoint_overlap_target", 0.001, 0.5)
+    cost = check_range(gpu_hour_cost_usd, f"{field}.gpu_hour_cost_usd", 0, 1000)
+    wait = check_range(io_wait_fraction, f"{field}.io_wait_fraction", 0, 1)
+    gpus = check_range(gpus, "gpus", 1, None, integer=True)
+    ckpt_bytes = params * 1e9 * bpp
+    interval_s = interval * 60
+    required = ckpt_bytes / 1e9 / (overlap * interval_s)
+    per_day = 86400 / interval_s
+    rate = rated_write_gbps if rated_write_gbps else write_floor_gbps
+    write_time = ckpt_bytes / 1e9 / rate
+    return {
+        "checkpoint_bytes": int(ckpt_bytes),
+        "checkpoint_tb": round(ckpt_bytes / 1e12, 3),
+        "required_write_gbps": round(required, 3),
+        "checkpoints_per_day": round(per_day, 2),
+        "daily_write_tb": round(ckpt_bytes * per_day / 1e12, 2),
+        "write_floor_gbps": write_floor_gbps,
+        "rated_write_gbps": rated_write_gbps,
+        "write_time_s": round(write_time, 1),
+        "overlap_at_rate": round(write_time / interval_s, 4),
+        "fits_floor": required <= write_floor_gbps,
+        "fits_rated": None if rated_write_gbps is None else required <= rated_write_gbps,
+        "full_day_cost_usd": round(gpus * 24 * cost, 2),
+        "idle_cost_per_day_usd": round(gpus * 24 * cost * wait, 2),
+    }
+
+
+def storage_check(sizing: dict[str, Any], floor_gbps: float, override: bool) -> list[str]:
+    """Why the plan must stop (empty when the storage keeps up, or the site overrode it)."""
+    rate = sizing["rated_write_gbps"] or floor_gbps
+    if sizing["required_write_gbps"] <= rate or override:
+        return []
+    return [
+        f"checkpoints of {sizing['checkpoint_tb']} TB need {sizing['required_write_gbps']} GB/s of write "
+        f"to stay within the overlap target, but the storage delivers {rate} GB/s "
+        f"(tier floor {floor_gbps} GB/s). Use faster storage, a longer interval or async checkpoints, "
+        f"or set {OVERRIDE_FLAG}: true to plan anyway."
+    ]

@@ -1,0 +1,47 @@
+"""Shared fixtures: the reference inventories read as the plan play sees them."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TIERS = ("tier1", "tier2", "tier3", "tier4")
+
+
+def _collect_groups(name: str, node: dict[str, Any] | None, groups: dict[str, list[str]]) -> list[str]:
+    """Hosts of a YAML-inventory group, filling ``groups`` for it and its children."""
+    node = node or {}
+    hosts = list((node.get("hosts") or {}).keys())
+    for child, sub in (node.get("children") or {}).items():
+        hosts += _collect_groups(child, sub, groups)
+    unique = sorted(set(hosts))
+    groups[name] = unique
+    return unique
+
+
+def load_inventory(tier: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(gpucluster_* variables, groups) of inventories/<tier>."""
+    base = ROOT / "inventories" / tier
+    site: dict[str, Any] = {}
+    for f in sorted((base / "group_vars" / "all").glob("*.yml")):
+        site.update(yaml.safe_load(f.read_text()) or {})
+    groups: dict[str, list[str]] = {}
+    _collect_groups("all", yaml.safe_load((base / "hosts.yml").read_text())["all"], groups)
+    return site, groups
+
+
+@pytest.fixture(params=TIERS)
+def tier_inventory(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any], dict[str, list[str]]]:
+    site, groups = load_inventory(request.param)
+    return request.param, site, groups
+
+
+@pytest.fixture
+def tier3() -> tuple[dict[str, Any], dict[str, list[str]]]:
+    site, groups = load_inventory("tier3")
+    return copy.deepcopy(site), groups
