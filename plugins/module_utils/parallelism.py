@@ -53,8 +53,9 @@ def parallelism(
     state_gb = params * bytes_per_param  # billions of params x bytes = GB
     budget = gpu_memory_gb * memory_headroom
     choice = None
-    for tp in tps:
-        for pp in pps:
+    # grow TP inside the node first (NVLink), then PP across nodes
+    for pp in pps:
+        for tp in tps:
             if state_gb / (tp * pp) <= budget:
                 choice = (tp, pp)
                 break

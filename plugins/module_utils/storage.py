@@ -48,7 +48,7 @@ def storage_sizing(
     return {
         "checkpoint_bytes": int(ckpt_bytes),
         "checkpoint_tb": round(ckpt_bytes / 1e12, 3),
-        "required_write_gbps": round(required, 3),
+        "required_write_gbps": float(f"{required:.6g}"),
         "checkpoints_per_day": round(per_day, 2),
         "daily_write_tb": round(ckpt_bytes * per_day / 1e12, 2),
         "write_floor_gbps": write_floor_gbps,

@@ -1,0 +1,64 @@
+"""Render many role templates for one host on the controller, in-process.
+
+``make plan`` renders every file the roles will install, per host, with the same
+template engine and options as ``ansible.builtin.template`` (trim_blocks, "\\n"), but
+writes them under a local folder without a module round trip per file: a tier4 plan
+renders ~300 files in seconds instead of minutes. No host is contacted.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ansible._internal._templating import _template_vars
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.template import trust_as_template
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        files = self._task.args.get("files") or []
+        root = self._task.args.get("dest_root")
+        template_root = self._task.args.get("template_root")
+        if not root or not template_root:
+            raise AnsibleActionFail("dest_root and template_root are required")
+        changed: list[str] = []
+        for item in files:
+            source = os.path.join(template_root, item["role"], "templates", item["src"])
+            if not os.path.isfile(source):
+                raise AnsibleActionFail(f"no template {source}")
+            dest = os.path.join(root, item["dest"].lstrip("/"))
+            data = trust_as_template(self._loader.get_text_file_contents(source))
+            variables = dict(task_vars)
+            variables["item"] = item
+            variables.update(
+                _template_vars.generate_ansible_template_vars(
+                    path=item["src"], fullpath=source, dest_path=item["dest"], include_ansible_managed=True
+                )
+            )
+            searchpath = [os.path.dirname(source)]
+            templar = self._templar.copy_with_new_env(searchpath=searchpath, available_variables=variables)
+            text = templar.template(
+                data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False}
+            )
+            content = (text or "").encode("utf-8")
+            try:
+                with open(dest, "rb") as handle:
+                    if handle.read() == content:
+                        continue
+            except FileNotFoundError:
+                pass
+            changed.append(item["dest"])
+            if not self._task.check_mode:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "wb") as handle:
+                    handle.write(content)
+        result.update(changed=bool(changed), rendered=len(files), written=changed)
+        return result
