@@ -8,7 +8,7 @@ INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup plan test lint unit bench-plan clean
+.PHONY: help setup plan test lint unit molecule bench-plan clean
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
@@ -30,7 +30,11 @@ lint: setup ## ruff and ansible-lint (production profile)
 unit: setup ## pytest: engine, filters, modules, parsers
 	$(BIN)/pytest
 
-test: lint unit ## the whole suite (CI runs this)
+TIERS ?= tier1 tier2 tier3 tier4
+molecule: setup lab-images ## molecule scenarios (create, converge, idempotence, verify, destroy) for TIERS
+	$(BIN)/python lab/molecule_suite.py $(TIERS)
+
+test: lint unit molecule ## the whole suite (CI runs this)
 
 bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
 	$(BIN)/python tests/bench/bench_plan.py

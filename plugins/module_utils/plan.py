@@ -348,7 +348,16 @@ FILES: list[dict[str, Any]] = [
         "dest": "/etc/systemd/system/gpucluster-gpu-clocks.service",
         "on": "compute",
     },
-    {"role": "head", "src": "topology.conf.j2", "dest": "/etc/slurm/topology.conf", "on": "head", "if": "topology"},
+    {"role": "slurm", "src": "slurm.conf.j2", "dest": "/etc/slurm/slurm.conf", "on": "slurm"},
+    {"role": "slurm", "src": "cgroup.conf.j2", "dest": "/etc/slurm/cgroup.conf", "on": "slurm"},
+    {"role": "slurm", "src": "gres.conf.j2", "dest": "/etc/slurm/gres.conf", "on": "compute"},
+    {
+        "role": "slurm",
+        "src": "mariadb-slurm.cnf.j2",
+        "dest": "/etc/mysql/mariadb.conf.d/90-gpucluster-slurm.cnf",
+        "on": "head",
+    },
+    {"role": "slurm", "src": "topology.conf.j2", "dest": "/etc/slurm/topology.conf", "on": "slurm", "if": "topology"},
     {"role": "compute", "src": "lnet.conf.j2", "dest": "/etc/lnet.conf", "on": "compute", "if": "lustre"},
     {
         "role": "compute",
@@ -358,6 +367,15 @@ FILES: list[dict[str, Any]] = [
         "if": "lustre",
     },
 ]
+
+
+def _on(target: str, roles: list[str]) -> bool:
+    """Whether a file for ``target`` (all, a group, or slurm = head and compute) goes on a host."""
+    if target == "all":
+        return True
+    if target == "slurm":
+        return bool({"head", "compute"} & set(roles))
+    return target in roles
 
 
 def files_manifest(plan: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -373,7 +391,7 @@ def files_manifest(plan: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         out[name] = [
             {"role": f["role"], "src": f["src"], "dest": f["dest"]}
             for f in FILES
-            if (f["on"] == "all" or f["on"] in host["roles"]) and conditions.get(f.get("if", ""), True)
+            if _on(f["on"], host["roles"]) and conditions.get(f.get("if", ""), True)
         ]
         out[name] += [
             {"role": "common", "src": "network.j2", "dest": f"/etc/gpucluster/network/{unit['name']}", "unit": unit}

@@ -15,11 +15,19 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.plan import FILES
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _tasks(items: list[dict]) -> list[dict]:
+    out = []
+    for task in items or []:
+        out.append(task)
+        out += _tasks(task.get("block", [])) + _tasks(task.get("rescue", [])) + _tasks(task.get("always", []))
+    return out
+
+
 def _role_templates() -> set[tuple[str, str, str]]:
     found = set()
     for tasks in ROOT.glob("roles/*/tasks/*.yml"):
         role = tasks.parts[-3]
-        for task in yaml.safe_load(tasks.read_text()) or []:
+        for task in _tasks(yaml.safe_load(tasks.read_text())):
             spec = task.get("ansible.builtin.template")
             if spec and "{{" not in str(spec["dest"]):
                 found.add((role, spec["src"], spec["dest"]))

@@ -1,0 +1,65 @@
+"""Slurm in the lab: controller with accounting, every compute node idle with its GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import hosts_with
+
+
+def _head(hosts: dict[str, Any], plan: dict[str, Any]) -> Any:
+    return hosts[plan["cluster"]["head"]]
+
+
+def test_services_active(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    head = _head(hosts, plan)
+    for service in ("slurmctld", "slurmdbd", "mariadb", "munge"):
+        assert head.service(service).is_running, service
+    for name in hosts_with(plan, "compute"):
+        for service in ("slurmd", "munge"):
+            assert hosts[name].service(service).is_running, (name, service)
+
+
+def test_sinfo_lists_exactly_the_compute_nodes_with_their_gpus(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    head = _head(hosts, plan)
+    gres = plan["slurm"]["gres"]
+    out = head.check_output("sinfo --noheader --Node --partition=gpu --format='%N %G %t'")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert sorted(rows) == sorted(hosts_with(plan, "compute"))
+    for name, (node_gres, state) in rows.items():
+        assert node_gres == gres, name
+        assert state in ("idle", "mix", "alloc"), (name, state)
+
+
+def test_a_job_runs_on_every_node_and_is_accounted(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    head = _head(hosts, plan)
+    nodes = hosts_with(plan, "compute")
+    gpus = plan["cluster"]["gpus_per_node"]
+    result = head.run(
+        f"srun --job-name=lab-verify --nodes={len(nodes)} --ntasks-per-node=1 --gres=gpu:{gpus} "
+        "--time=1 bash -c 'echo $(hostname) $CUDA_VISIBLE_DEVICES'"
+    )
+    assert result.rc == 0, result.stderr
+    seen = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
+    assert sorted(seen) == sorted(nodes)
+    assert all(v == ",".join(str(i) for i in range(gpus)) for v in seen.values())
+    # slurmctld hands job records to slurmdbd asynchronously: give it a few seconds
+    acct = head.check_output(
+        "for i in $(seq 30); do out=$(sacct --noheader --parsable2 --name=lab-verify --starttime=now-1hour "
+        '--format=JobName,State); case $out in *lab-verify*COMPLETED*) break;; esac; sleep 1; done; echo "$out"'
+    )
+    assert "lab-verify|COMPLETED" in acct
+
+
+def test_topology_matches_the_plan(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    head = _head(hosts, plan)
+    conf = plan["fabric"]["topology_conf"]
+    shown = head.check_output("scontrol show topology")
+    if not conf:
+        assert "TopologyPlugin" not in head.file("/etc/slurm/slurm.conf").content_string
+        return
+    for line in conf.splitlines():
+        if line.startswith("SwitchName="):
+            name, members = line.split()[0], line.split()[1]
+            row = next(r for r in shown.splitlines() if r.startswith(name + " "))
+            assert members in row.split(), (line, row)
