@@ -8,7 +8,7 @@ INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup plan test lint unit molecule bench-plan clean
+.PHONY: help setup deps plan test lint unit molecule bench-plan clean
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
@@ -18,6 +18,9 @@ $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > $(VENV)/requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
 	touch $@
+
+deps: ## install the Debian packages the suite needs (tests/host-packages.txt; root, skipped when present)
+	bash lab/host_deps.sh tests/host-packages.txt
 
 plan: setup ## write build/plan/<name>/ (plan.json, report.md, hosts/) for TIER=tierN or INVENTORY=path
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/plan.yml
@@ -34,7 +37,7 @@ TIERS ?= tier1 tier2 tier3 tier4
 molecule: setup lab-images ## molecule scenarios (create, converge, idempotence, verify, destroy) for TIERS
 	$(BIN)/python lab/molecule_suite.py $(TIERS)
 
-test: lint unit molecule ## the whole suite (CI runs this)
+test: deps lint unit molecule ## the whole suite (CI runs this)
 
 bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
 	$(BIN)/python tests/bench/bench_plan.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lab setup on a fresh Debian 12 host, as root; safe to run again (each step checks first).
-#  1. podman, runc, debootstrap and the ibsim/infiniband-diags tools;
+#  1. the host packages of tests/host-packages.txt (podman, runc, debootstrap, ibsim, ...);
 #  2. /etc/containers/containers.conf settings the sandbox needs;
 #  3. the base image (debootstrap + podman import) and the lab image (podman build),
 #     each tagged by a hash of its recipe, so a second run reuses them.
@@ -8,15 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
 
-need=()
-for pkg in podman runc debootstrap uidmap openssh-client ibsim-utils infiniband-diags opensm; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+bash "$here/host_deps.sh" "$here/../tests/host-packages.txt"
 
 python3 "$here/containers_conf.py" /etc/containers/containers.conf
 

@@ -12,14 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import (
+    acceptance,
     catalog,
     clocks,
     cooling,
     fabric,
+    fabric_host,
+    health,
     hostlist,
+    ibfabric,
     lustre,
+    lustre_targets,
+    monitoring,
     nccl,
     netplan,
+    nfs,
     parallelism,
     power,
     report,
@@ -80,9 +87,8 @@ def _cooling(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _storage(site: Site, tier: tiers.TierProfile, nodes: int) -> dict[str, Any]:
+def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
     st, wl = site.storage, site.workload
-    p = "gpucluster_workload"
     sizing = storage.storage_sizing(
         model_params_b=wl.get("model_params_b"),
         bytes_per_param=wl.get("checkpoint_bytes_per_param", 14),
@@ -105,20 +111,21 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int) -> dict[str, Any]:
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
     if st["type"] == "lustre":
-        out["lustre"] = _lustre(site)
+        out["lustre"] = _lustre(site, addresses)
     elif st["type"] == "nfs":
-        nfs = dict(st.get("nfs") or {})
-        impl = site.lab.get("nfs_server_impl") or nfs.get("server_impl", "kernel")
-        require(impl in ("kernel", "ganesha"), f"{p}.nfs.server_impl", impl, "kernel or ganesha")
-        servers = site.hosts_in("nfs_server")
-        require(bool(servers), "groups.nfs_server", servers, "one host in group nfs_server when storage is nfs")
-        out["nfs"] = {"server": servers[0], "server_impl": impl, "exports": nfs.get("exports") or []}
+        out["nfs"] = nfs.nfs_plan(
+            nfs=dict(st.get("nfs") or {}),
+            servers=site.hosts_in("nfs_server"),
+            lab=site.lab,
+            addresses=addresses,
+            paths=out["paths"],
+        )
     else:
-        out["local_nvme"] = dict(st.get("local_nvme") or {})
+        out["local_nvme"] = storage.local_raid_plan(dict(st.get("local_nvme") or {}), out["paths"])
     return out
 
 
-def _lustre(site: Site) -> dict[str, Any]:
+def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     lu = dict(site.storage.get("lustre") or {})
     p = "gpucluster_storage.lustre"
     oss = site.hosts_in("lustre_oss")
@@ -135,9 +142,31 @@ def _lustre(site: Site) -> dict[str, Any]:
     tunables = lustre.lustre_client_tunables(client_ram_gib=site.node.memory_gib)
     storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
     lnet_ifaces = storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]]
+    net = lu.get("lnet_net", "o2ib0")
+    # the servers' LNet NICs: gpucluster_storage.lustre.server_interfaces, else the clients' names
+    server_ifaces = lu.get("server_interfaces") or lnet_ifaces
+    require(
+        isinstance(server_ifaces, list) and all(isinstance(i, str) and i for i in server_ifaces),
+        f"{p}.server_interfaces",
+        server_ifaces,
+        "a list of the Lustre servers' LNet interface names",
+    )
+    mgs_addr = addresses["hosts"][mds[0]]
+    mgs_nid = lustre_targets.mgs_nid(mgs_addr.get("storage") or mgs_addr["management"], net)
+    allow = lu.get("allow_format", False)
+    require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
+    allowed = lu.get("allow_format_devices") or []
+    known = [lu.get("mdt_device"), *(lu.get("ost_devices") or [])]
+    require(
+        isinstance(allowed, list) and all(d in known for d in allowed),
+        f"{p}.allow_format_devices",
+        allowed,
+        f"devices of {p}.mdt_device or {p}.ost_devices",
+    )
+    mount_point = lu.get("mount_point", f"/lustre/{fsname}")
     return {
         "fsname": fsname,
-        "mount_point": lu.get("mount_point", f"/lustre/{fsname}"),
+        "mount_point": mount_point,
         "mgs": mds[0],
         "mds": mds,
         "oss": oss,
@@ -146,7 +175,27 @@ def _lustre(site: Site) -> dict[str, Any]:
         "layouts": lustre.lustre_layouts(ost_count=ost_count, paths=paths, overrides=lu.get("layouts")),
         "client_tunables": tunables,
         "set_param_commands": lustre.lctl_set_param_commands(tunables, fsname),
-        "lnet": lustre.lnet_config(interfaces=lnet_ifaces, net=lu.get("lnet_net", "o2ib0")),
+        "lnet": lustre.lnet_config(interfaces=lnet_ifaces, net=net),
+        "server_lnet": lustre.lnet_config(interfaces=list(server_ifaces), net=net, field=p),
+        "mgs_nid": mgs_nid,
+        "client_mount": {
+            "what": f"{mgs_nid}:/{fsname}",
+            "where": mount_point,
+            "type": "lustre",
+            "options": "defaults,_netdev,flock",
+        },
+        "targets": lustre_targets.lustre_targets(
+            fsname=fsname,
+            mds=mds,
+            oss=oss,
+            mgs_nid=mgs_nid,
+            mdt_device=lu.get("mdt_device"),
+            ost_devices=lu.get("ost_devices"),
+            osts_per_oss=per_oss,
+            field=p,
+        ),
+        "allow_format": allow,
+        "allow_format_devices": list(allowed),
     }
 
 
@@ -161,10 +210,13 @@ def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
         compute_hcas=[n.name for n in site.node.compute_nics],
         socket_ifname=mgmt_if,
         nodes=len(site.compute_hosts),
-        roce=site.fabric.get("roce"),
-        ib_service_level=(site.fabric.get("infiniband") or {}).get("service_level"),
+        roce=fab["roce"],
+        ib_service_level=(fab["infiniband"] or {}).get("service_level"),
         topo_file=NCCL_TOPO_FILE,
     )
+    if fab["roce"]:
+        # the ToS the hosts' RoCE setup uses (fabric_host.roce_settings): one value, never two
+        conf["NCCL_IB_TC"] = str(fab["roce"]["traffic_class"])
     gpus = [vars(g) for g in site.node.gpus]
     nics = [vars(n) for n in site.node.nics if n.pci_bus]
     return {
@@ -204,32 +256,26 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
         link_rate_gbps=rate,
         link_width=nics[0].width if nics else "4x",
     )
-    out = {
+    ib = None
+    if ftype == "infiniband":
+        ib = fabric_host.infiniband_settings(
+            f.get("infiniband"),
+            subnet_manager=f.get("subnet_manager", "head"),
+            topology=topology,
+            subnets=len(ibfabric.subnets(cabling)),
+            field=p,
+        )
+    return {
         "type": ftype,
         "topology": topology,
         "link_rate_gbps": rate,
         "rails": len(nics),
-        "subnet_manager": f.get("subnet_manager", "head") if ftype == "infiniband" else None,
-        "infiniband": dict(f.get("infiniband") or {}) if ftype == "infiniband" else None,
-        "roce": None,
+        "subnet_manager": ib["subnet_manager"] if ib else None,
+        "infiniband": ib,
+        "roce": fabric_host.roce_settings(f.get("roce"), field=f"{p}.roce") if ftype == "roce" else None,
         "cabling": cabling,
         "topology_conf": fabric.slurm_topology_conf(cabling),
     }
-    if ftype == "roce":
-        roce = dict(f.get("roce") or {})
-        dscp = roce.get("dscp", 26)
-        roce.update(
-            {
-                "dscp": dscp,
-                "traffic_class": nccl.roce_traffic_class(dscp),
-                "priority": roce.get("priority", dscp // 8),
-                "cnp_dscp": roce.get("cnp_dscp", 48),
-                "cnp_priority": roce.get("cnp_priority", 6),
-                "mtu": roce.get("mtu", 4200),
-            }
-        )
-        out["roce"] = roce
-    return out
 
 
 def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +346,7 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
         "gpu": gpu,
         "power": pw,
         "cooling": _cooling(site, pw),
-        "storage": _storage(site, tier, nodes),
+        "storage": _storage(site, tier, nodes, addresses),
         "fabric": fab,
         "nccl": _nccl(site, fab),
         "parallelism": parallelism.parallelism(
@@ -320,7 +366,18 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
             nodes=nodes,
         ),
     }
+    plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
     plan["slurm"] = slurm.slurm_plan(site, plan)
+    plan["health"] = health.health_config(plan)
+    plan["monitoring"] = monitoring.monitoring_plan(plan)
+    plan["fabric_host"] = fabric_host.host_plan(
+        fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
+    )
+    if fab["roce"]:  # the rails' interface units carry the RoCE MTU too (common role, network.j2)
+        for host in plan["hosts"].values():
+            for unit in host["network_units"]:
+                if unit["purpose"] == "compute":
+                    unit["mtu"] = fab["roce"]["mtu"]
     plan["files"] = files_manifest(plan)
     plan["report"] = report.report_sections(plan)
     return plan
@@ -333,6 +390,12 @@ FILES: list[dict[str, Any]] = [
     {"role": "common", "src": "chrony.conf.j2", "dest": "/etc/chrony/chrony.conf", "on": "all"},
     {"role": "common", "src": "sysctl.conf.j2", "dest": "/etc/sysctl.d/90-gpucluster.conf", "on": "all"},
     {"role": "common", "src": "limits.conf.j2", "dest": "/etc/security/limits.d/90-gpucluster.conf", "on": "all"},
+    {
+        "role": "common",
+        "src": "prometheus-node-exporter.default.j2",
+        "dest": "/etc/default/prometheus-node-exporter",
+        "on": "all",
+    },
     {
         "role": "common",
         "src": "chrony-lab.conf.j2",
@@ -366,25 +429,123 @@ FILES: list[dict[str, Any]] = [
         "on": "compute",
         "if": "lustre",
     },
+    {"role": "compute", "src": "healthcheck.json.j2", "dest": "/etc/gpucluster/healthcheck.json", "on": "compute"},
+    {"role": "head", "src": "prometheus.yml.j2", "dest": "/etc/prometheus/prometheus.yml", "on": "head"},
+    {
+        "role": "head",
+        "src": "gpucluster.rules.yml.j2",
+        "dest": "/etc/prometheus/rules/gpucluster.rules.yml",
+        "on": "head",
+    },
+    {
+        "role": "head",
+        "src": "gpucluster.rules.test.yml.j2",
+        "dest": "/etc/prometheus/rules/gpucluster.rules.test.yml",
+        "on": "head",
+    },
+    {"role": "head", "src": "alertmanager.yml.j2", "dest": "/etc/prometheus/alertmanager.yml", "on": "head"},
+    {
+        "role": "head",
+        "src": "nccl-allreduce.sbatch.j2",
+        "dest": "/usr/local/share/gpucluster/nccl-allreduce.sbatch",
+        "on": "head",
+    },
+]
+
+#: The storage role's files (NFS server on nfs_server; Lustre servers on lustre_mds and lustre_oss).
+FILES += [
+    {"role": "storage", "src": "exports.j2", "dest": "/etc/exports", "on": "nfs_server", "if": "nfs_kernel"},
+    {
+        "role": "storage",
+        "src": "ganesha.conf.j2",
+        "dest": "/etc/ganesha/ganesha.conf",
+        "on": "nfs_server",
+        "if": "nfs_ganesha",
+    },
+    {
+        "role": "storage",
+        "src": "lustre-server-modprobe.conf.j2",
+        "dest": "/etc/modprobe.d/lustre.conf",
+        "on": "lustre_server",
+        "if": "lustre",
+    },
+    {"role": "storage", "src": "lnet-server.conf.j2", "dest": "/etc/lnet.conf", "on": "lustre_server", "if": "lustre"},
+    {
+        "role": "storage",
+        "src": "lustre-mkfs.list.j2",
+        "dest": "/etc/gpucluster/lustre/mkfs.list",
+        "on": "lustre_server",
+        "if": "lustre",
+    },
+    {
+        "role": "storage",
+        "src": "lustre-fstab.j2",
+        "dest": "/etc/gpucluster/lustre/fstab",
+        "on": "lustre_server",
+        "if": "lustre",
+    },
+    {
+        "role": "storage",
+        "src": "lustre-set_param.list.j2",
+        "dest": "/etc/gpucluster/lustre/set_param.list",
+        "on": "lustre_mds",
+        "if": "lustre",
+    },
+]
+
+
+#: The fabric role's files: opensm on the head when it is the subnet manager, the RoCE setup on compute nodes.
+FILES += [
+    {"role": "fabric", "src": "opensm.conf.j2", "dest": "/etc/opensm/opensm.conf", "on": "head", "if": "opensm"},
+    {
+        "role": "fabric",
+        "src": "partitions.conf.j2",
+        "dest": "/etc/opensm/partitions.conf",
+        "on": "head",
+        "if": "opensm",
+    },
+    {"role": "fabric", "src": "opensm.default.j2", "dest": "/etc/default/opensm", "on": "head", "if": "opensm"},
+    {
+        "role": "fabric",
+        "src": "gpucluster-roce-setup.j2",
+        "dest": "/usr/local/sbin/gpucluster-roce-setup",
+        "on": "compute",
+        "if": "roce",
+    },
+    {
+        "role": "fabric",
+        "src": "gpucluster-roce.service.j2",
+        "dest": "/etc/systemd/system/gpucluster-roce.service",
+        "on": "compute",
+        "if": "roce",
+    },
 ]
 
 
 def _on(target: str, roles: list[str]) -> bool:
-    """Whether a file for ``target`` (all, a group, or slurm = head and compute) goes on a host."""
+    """Whether a file for ``target`` (all, a group, slurm = head and compute, lustre_server = MDS and OSS)
+    goes on a host."""
     if target == "all":
         return True
     if target == "slurm":
         return bool({"head", "compute"} & set(roles))
+    if target == "lustre_server":
+        return bool({"lustre_mds", "lustre_oss"} & set(roles))
     return target in roles
 
 
 def files_manifest(plan: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Per host, the files the roles install: role, template and destination."""
+    fabric_hosts = plan.get("fabric_host") or {}
     conditions = {
+        "opensm": bool(fabric_hosts.get("opensm")),
+        "roce": bool(fabric_hosts.get("roce_hosts")),
         "lab_chrony": plan["time"]["no_clock_control"],
         "nccl": plan["nccl"]["enabled"],
         "topology": bool(plan["fabric"]["topology_conf"]),
         "lustre": plan["storage"]["type"] == "lustre",
+        "nfs_kernel": (plan["storage"].get("nfs") or {}).get("server_impl") == "kernel",
+        "nfs_ganesha": (plan["storage"].get("nfs") or {}).get("server_impl") == "ganesha",
     }
     out: dict[str, list[dict[str, Any]]] = {}
     for name, host in plan["hosts"].items():

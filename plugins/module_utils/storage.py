@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import check_range
+from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+    require,
+)
+from ansible_collections.gpucluster.tiers.plugins.module_utils.nfs import shared_directories
 
 OVERRIDE_FLAG = "gpucluster_workload.allow_storage_below_need"
 
@@ -73,3 +79,67 @@ def storage_check(sizing: dict[str, Any], floor_gbps: float, override: bool) -> 
         f"(tier floor {floor_gbps} GB/s). Use faster storage, a longer interval or async checkpoints, "
         f"or set {OVERRIDE_FLAG}: true to plan anyway."
     ]
+
+
+#: Local NVMe (tier1): file systems the storage role makes, and how it mounts them. noatime: a
+#: checkpoint or dataset read must not turn into a metadata write.
+LOCAL_FILESYSTEMS = ("ext4", "xfs")
+LOCAL_MOUNT_OPTIONS = "defaults,noatime"
+
+
+def local_raid_plan(
+    local: dict[str, Any], paths: dict[str, str], field: str = "gpucluster_storage.local_nvme"
+) -> dict[str, Any]:
+    """Devices, RAID0 array, file system and mount of local NVMe scratch; the commands the role runs.
+
+    Nothing here decides whether a device may be erased: the block_device_guard module does, on the
+    host, from ``allow_format`` and ``allow_format_devices`` (each listed device must be planned).
+    """
+    devices = local.get("devices")
+    ok = isinstance(devices, list) and bool(devices)
+    require(
+        ok and all(isinstance(d, str) and d.startswith("/dev/") for d in devices),
+        f"{field}.devices",
+        devices,
+        "a list of block devices (/dev/...)",
+    )
+    require(len(set(devices)) == len(devices), f"{field}.devices", devices, "each device listed once")
+    raid = local.get("raid_device")
+    if len(devices) > 1:
+        require(isinstance(raid, str) and raid.startswith("/dev/md"), f"{field}.raid_device", raid, "/dev/mdN")
+    elif raid is not None:
+        raise PlanError(f"{field}.raid_device", raid, "no array for a single device (leave raid_device out)")
+    fs = check_choice(local.get("filesystem", "ext4"), f"{field}.filesystem", LOCAL_FILESYSTEMS)
+    mount_point = local.get("mount_point")
+    require(
+        isinstance(mount_point, str) and mount_point.startswith("/") and mount_point != "/",
+        f"{field}.mount_point",
+        mount_point,
+        "an absolute path other than /",
+    )
+    allow = local.get("allow_format", False)
+    require(isinstance(allow, bool), f"{field}.allow_format", allow, "true or false")
+    allowed = local.get("allow_format_devices") or []
+    require(isinstance(allowed, list), f"{field}.allow_format_devices", allowed, "a list of devices")
+    stray = [d for d in allowed if d not in [*devices, raid]]
+    require(not stray, f"{field}.allow_format_devices", stray, f"devices of {field}.devices or its raid_device")
+    target = raid or devices[0]
+    create = None
+    if raid:
+        create = ["mdadm", "--create", raid, "--run", "--metadata=1.2", "--level=0", f"--raid-devices={len(devices)}"]
+        create += devices
+    return {
+        "devices": list(devices),
+        "raid_device": raid,
+        "raid_level": "raid0" if raid else None,
+        "filesystem": fs,
+        "target": target,
+        "mount_point": mount_point,
+        "mount_options": LOCAL_MOUNT_OPTIONS,
+        "allow_format": allow,
+        "allow_format_devices": list(allowed),
+        "flag": field,
+        "mdadm_create_argv": create,
+        "mkfs_argv": [f"mkfs.{fs}", target],
+        "directories": shared_directories(paths, mount_point, mount_point),
+    }

@@ -1,0 +1,34 @@
+# CI, execution environment, collection and docs targets (included by the root Makefile).
+# Uses BIN, TIER, INVENTORY and the setup target from it. See docs/guide.md, ci/runner/README.md.
+PLAYBOOK ?= plan
+LAB ?=
+RUNNER_DIR ?= build/runner/$(TIER)
+RUNNER_STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
+RUNNER_IDENT ?= $(PLAYBOOK)-$(RUNNER_STAMP)
+RUNNER_ARGS ?=
+COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+COLLECTION_TARBALL := build/dist/gpucluster-tiers-$(COLLECTION_VERSION).tar.gz
+ANSIBLE_BUILDER ?= $(if $(wildcard $(BIN)/ansible-builder),$(BIN)/ansible-builder,ansible-builder)
+EE_TAG ?= gpucluster-tiers-ee:$(COLLECTION_VERSION)
+
+.PHONY: runner collection ee-context ee docs ci-pipeline
+runner: setup ## playbooks/PLAYBOOK.yml (plan|site|validate) for TIER through ansible-runner; LAB=1 for the lab
+	$(BIN)/python ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
+	$(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
+	  rc=$$?; echo "artifacts: $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT) (status $$(cat $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT)/status 2>/dev/null), rc $$rc)"; exit $$rc
+
+collection: setup ## build the collection tarball into build/dist/ (galaxy.yml build_ignore keeps it small)
+	mkdir -p build/dist
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
+
+ee-context: collection ## write the execution environment's build context to build/ee (ansible-builder create)
+	$(ANSIBLE_BUILDER) create --file execution-environment.yml --context build/ee
+
+ee: collection ## build the execution environment image EE_TAG (ansible-builder build; needs podman or docker)
+	$(ANSIBLE_BUILDER) build --file execution-environment.yml --context build/ee --tag $(EE_TAG)
+
+docs: setup ## regenerate docs/settings.md from the engine (tests/unit/test_docs.py keeps it current)
+	$(BIN)/python tests/docs/gen_settings.py --output docs/settings.md
+
+ci-pipeline: ## the example CI pipeline: plan, lab converge (twice), validate, artifacts (ci/pipeline.sh)
+	TIER=$(TIER) bash ci/pipeline.sh

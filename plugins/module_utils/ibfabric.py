@@ -1,0 +1,546 @@
+"""Checking a discovered InfiniBand fabric against the plan's expected cabling.
+
+Three pure pieces, no I/O (the ``fabric_check`` module and ``lab/ibsim_check.py`` run the
+tools):
+
+- :func:`ibsim_netfile` renders the expected cabling (``plan["fabric"]["cabling"]``, the
+  output of :func:`fabric.expected_cabling`) as a net file for ibsim, the fabric simulator;
+- :func:`parse_ibnetdiscover_ports` reads ``ibnetdiscover -p`` (one line per port, both
+  ends, width and speed);
+- :func:`compare` lists every difference between the plan and what was discovered: HCAs
+  missing or extra, a rail on the wrong leaf or port, spine uplinks missing or extra, links
+  below the planned width or rate, and the Slurm topology.conf switches whose nodes differ.
+
+Nodes are matched on their node descriptions, never on GUIDs: an HCA is ``"<host> <hca>"``
+(what rdma-ndd sets on a real node, e.g. ``"compute02 mlx5_3"``) and a switch carries its
+plan name (``leaf04``, ``spine02``), set on the switch or mapped with ibnetdiscover's
+``--node-name-map``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+
+# Data rate of one lane in Gb/s, by the speed names ibnetdiscover prints (IBTA: 4x HDR is
+# 200 Gb/s, 4x NDR 400 Gb/s, 4x XDR 800 Gb/s).
+LANE_GBPS: dict[str, float] = {
+    "SDR": 2.5,
+    "DDR": 5.0,
+    "QDR": 10.0,
+    "FDR10": 10.0,
+    "FDR": 14.0,
+    "EDR": 25.0,
+    "HDR": 50.0,
+    "NDR": 100.0,
+    "XDR": 200.0,
+}
+SPEED_ORDER = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
+# The fastest speed Debian's ibsim 0.10 simulates: NDR in a net file comes out as SDR.
+IBSIM_MAX_SPEED = "HDR"
+IBSIM_DEFAULTS = {"nodes": 2048, "switches": 256, "ports": 13312}
+
+
+def lanes(width: str | int) -> int:
+    """4 for ``"4x"``; 0 for an unknown width (``"??"``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*x?\s*", str(width))
+    return int(m.group(1)) if m else 0
+
+
+def link_rate_gbps(width: str | int, speed: str) -> float:
+    """Data rate of a link: lanes x lane rate; 0 when either is unknown."""
+    return lanes(width) * LANE_GBPS.get(str(speed).upper(), 0.0)
+
+
+def speed_for(rate_gbps: float, width: str | int) -> str:
+    """The speed whose lanes carry ``rate_gbps`` over ``width`` (400 over 4x: NDR)."""
+    n = lanes(width)
+    if n <= 0 or rate_gbps <= 0:
+        raise ValueError(f"no InfiniBand speed for {rate_gbps} Gb/s over {width}")
+    per_lane = rate_gbps / n
+    for name in SPEED_ORDER:
+        if name != "FDR10" and LANE_GBPS[name] >= per_lane - 1e-9:
+            return name
+    raise ValueError(f"no InfiniBand speed carries {per_lane:g} Gb/s per lane")
+
+
+def rate_value(value: Any, width: str | int = "4x") -> float:
+    """A link rate given as Gb/s (``200``), a speed (``"HDR"``) or width+speed (``"4xHDR"``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip().upper().replace(" ", "")
+    number = re.fullmatch(r"(\d+(?:\.\d*)?)(?:G|GB/S|GBPS)?", text)
+    if number:
+        return float(number.group(1))
+    m = re.fullmatch(r"(?:(\d+)X)?([A-Z0-9]+)", text)
+    if not m or m.group(2) not in LANE_GBPS:
+        raise ValueError(f"not a link rate: {value!r} (Gb/s, a speed such as HDR, or 4xHDR)")
+    return link_rate_gbps(m.group(1) or width, m.group(2))
+
+
+def _cabling(expected: dict[str, Any]) -> dict[str, Any]:
+    """The cabling dict, given either it or the plan's fabric dict that holds it."""
+    return expected.get("cabling", expected)
+
+
+def planned_link(cabling: dict[str, Any], link: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Width, speed and rate of a link: the cabling's, or the link's own ``width``, ``speed``
+    or ``rate_gbps``. A narrower link keeps the lane speed (a 4x NDR port trained to 1x
+    runs 1x NDR, 100 Gb/s)."""
+    link = link or {}
+    base_width = str(cabling.get("link_width") or "4x")
+    base_rate = float(cabling.get("link_rate_gbps") or 400)
+    base_speed = speed_for(base_rate, base_width)
+    width = str(link.get("width") or base_width)
+    if link.get("speed"):
+        speed = str(link["speed"]).upper()
+    elif link.get("rate_gbps"):
+        speed = speed_for(float(link["rate_gbps"]), width)
+    else:
+        speed = base_speed
+    if (width, speed) == (base_width, base_speed):
+        return {"width": width, "speed": speed, "rate_gbps": base_rate}
+    return {"width": width, "speed": speed, "rate_gbps": link_rate_gbps(width, speed)}
+
+
+def lab_link(cabling: dict[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[str, Any]:
+    """The planned link and the one the simulator can carry (NDR is capped to HDR)."""
+    planned = planned_link(_cabling(cabling))
+    speed = planned["speed"]
+    if SPEED_ORDER.index(speed) > SPEED_ORDER.index(max_speed):
+        speed = max_speed
+    return {
+        "planned": f"{planned['width']}{planned['speed']}",
+        "planned_rate_gbps": planned["rate_gbps"],
+        "width": planned["width"],
+        "speed": speed,
+        "rate_gbps": link_rate_gbps(planned["width"], speed),
+        "capped": speed != planned["speed"],
+    }
+
+
+def hca_desc(host: str, hca: str) -> str:
+    """Node description of an HCA, as rdma-ndd sets it: ``"compute02 mlx5_3"``."""
+    return f"{host} {hca}"
+
+
+def _node_id(end: dict[str, Any]) -> str:
+    return hca_desc(end["node"], end["hca"]) if end.get("hca") else end["node"]
+
+
+def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) -> str:
+    """An ibsim net file of the cabling: every switch and HCA, every link on both ends.
+
+    Node ids are the node descriptions (``leaf04``, ``"compute02 mlx5_3"``), so SIM_HOST
+    names an HCA the way a person would; LIDs are unique and pre-assigned (switches first),
+    so per-subnet subnet managers never reassign each other's LIDs in ibsim's one LID table.
+    Links carry their width and speed (a link may override the cabling's ``width``,
+    ``rate_gbps`` or ``speed``); speeds above ``max_speed`` are rendered as ``max_speed``.
+    """
+    cabling = _cabling(cabling)
+    top = SPEED_ORDER.index(max_speed)
+    switch_ports: dict[str, int] = {s["name"]: int(s.get("ports") or 0) for s in cabling.get("switches", [])}
+    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in cabling.get("hcas", [])}
+    ports: dict[str, dict[int, tuple[str, int, str]]] = {}
+    for link in cabling.get("links", []):
+        spec = planned_link(cabling, link)
+        speed = spec["speed"] if SPEED_ORDER.index(spec["speed"]) <= top else max_speed
+        rate = f"{lanes(spec['width'])}x{speed}"
+        ends = [(_node_id(link["a"]), int(link["a"].get("port", 1)), bool(link["a"].get("hca")))]
+        ends.append((_node_id(link["b"]), int(link["b"].get("port", 1)), bool(link["b"].get("hca"))))
+        for (node, port, is_hca), (other, oport, _) in (ends, ends[::-1]):
+            table = hca_ports if is_hca else switch_ports
+            table[node] = max(table.get(node, 0), port)
+            taken = ports.setdefault(node, {})
+            if port in taken:
+                raise ValueError(f"{node} port {port} cabled twice ({taken[port][0]} and {other})")
+            taken[port] = (other, oport, rate)
+    lid: dict[str, int] = {}
+    for name in switch_ports:
+        lid[name] = len(lid) + 1
+    hca_lid: dict[tuple[str, int], int] = {}
+    next_lid = len(lid) + 1
+    for name, count in hca_ports.items():
+        for port in range(1, count + 1):
+            hca_lid[(name, port)] = next_lid
+            next_lid += 1
+
+    def remote_lid(node: str, port: int) -> int:
+        return lid[node] if node in lid else hca_lid[(node, port)]
+
+    planned = lab_link(cabling, max_speed)
+    lines = [
+        "# ibsim net file rendered by gpucluster.tiers from the plan's expected cabling",
+        f"# topology {cabling.get('topology')}: planned {planned['planned']} ({planned['planned_rate_gbps']:g} Gb/s),"
+        f" simulated as {planned['width']}{planned['speed']} ({planned['rate_gbps']:g} Gb/s)",
+        "",
+    ]
+    for name, count in switch_ports.items():
+        lines.append(f'Switch {count} "{name}" # "{name}" enhanced port 0 lid {lid[name]} lmc 0')
+        for port, (other, oport, rate) in sorted(ports.get(name, {}).items()):
+            lines.append(f'[{port}] "{other}"[{oport}] # "{other}" lid {remote_lid(other, oport)} {rate}')
+        lines.append("")
+    for name, count in hca_ports.items():
+        lines.append(f'Hca {count} "{name}" # "{name}"')
+        for port, (other, oport, rate) in sorted(ports.get(name, {}).items()):
+            own = f"lid {hca_lid[(name, port)]} lmc 0"
+            lines.append(f'[{port}] "{other}"[{oport}] # {own} "{other}" lid {remote_lid(other, oport)} {rate}')
+        lines.append("")
+    return "\n".join(lines)
+
+
+def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
+    """Node, switch and port counts of the net file (ibsim needs -N/-S/-P above its defaults)."""
+    cabling = _cabling(cabling)
+    switches = len(cabling.get("switches", []))
+    hcas = len(cabling.get("hcas", []))
+    ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
+    return {"nodes": switches + hcas, "switches": switches, "ports": ports}
+
+
+def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, Any]]:
+    """The planned subnets (connected parts of the fabric), each with an HCA to discover from.
+
+    A rail-optimized fabric without spines is one subnet per rail; a fat tree with shared
+    spines or a single switch is one subnet. ``host`` picks whose HCA (default: the first
+    host with an HCA in that subnet); ``sim_host`` is that HCA's node id in an ibsim net file.
+    """
+    cabling = _cabling(cabling)
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for s in cabling.get("switches", []):
+        find(s["name"])
+    for link in cabling.get("links", []):
+        parent[find(_node_id(link["a"]))] = find(_node_id(link["b"]))
+    out: list[dict[str, Any]] = []
+    seen: dict[str, dict[str, Any]] = {}
+    for h in cabling.get("hcas", []):
+        root = find(hca_desc(h["host"], h["hca"]))
+        entry = seen.get(root)
+        if entry is None:
+            entry = {"name": "", "rails": [], "host": h["host"], "hca": h["hca"], "port": 1, "switches": []}
+            seen[root] = entry
+            out.append(entry)
+        if h["rail"] not in entry["rails"]:
+            entry["rails"].append(h["rail"])
+        if host is not None and h["host"] == host and entry["host"] != host:
+            entry.update({"host": host, "hca": h["hca"]})
+    for s in cabling.get("switches", []):
+        if find(s["name"]) in seen:
+            seen[find(s["name"])]["switches"].append(s["name"])
+    for entry in out:
+        rails = entry["rails"]
+        entry["name"] = f"rail{rails[0]}" if len(rails) == 1 else f"rails{rails[0]}-{rails[-1]}"
+        entry["sim_host"] = hca_desc(entry["host"], entry["hca"])
+    return out
+
+
+# ibnetdiscover -p, one line per port (infiniband-diags dump_ports_report):
+#   "%2s %5d %2d 0x%016x %s %s" then " - %2s %5d %2d 0x%016x ( '%s' - '%s' )" for a
+#   connected port, or 36 spaces and "'%s'" for a port without a remote end.
+_END = r"(?P<{0}type>SW|CA|RT)\s+(?P<{0}lid>\d+)\s+(?P<{0}port>\d+)\s+(?P<{0}guid>0x[0-9A-Fa-f]+)"
+_PORT_LINE = re.compile(
+    r"^\s*" + _END.format("") + r"\s+(?P<width>\S+)\s+(?P<speed>\S+)"
+    r"(?:\s+-\s+" + _END.format("r") + r"\s+\(\s*'(?P<desc>.*)'\s+-\s+'(?P<rdesc>.*)'\s*\)"
+    r"|\s+'(?P<odesc>.*)')\s*$"
+)
+
+
+def parse_ibnetdiscover_ports(text: str) -> list[dict[str, Any]]:
+    """Ports of ``ibnetdiscover -p`` output (several outputs may be concatenated).
+
+    Each port: ``type`` (SW/CA/RT), ``lid``, ``port``, ``guid``, ``width`` (``"4x"``),
+    ``speed`` (``"HDR"``), ``rate_gbps``, ``desc`` (node description) and ``remote``
+    (the same keys of the other end, or None for a port with nothing attached).
+    Lines that are not port lines (warnings, blank lines) are skipped.
+    """
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        m = _PORT_LINE.match(line)
+        if not m:
+            continue
+        g = m.groupdict()
+        port: dict[str, Any] = {
+            "type": g["type"],
+            "lid": int(g["lid"]),
+            "port": int(g["port"]),
+            "guid": g["guid"].lower(),
+            "width": g["width"],
+            "speed": g["speed"],
+            "rate_gbps": link_rate_gbps(g["width"], g["speed"]),
+            "desc": g["desc"] if g["rtype"] else g["odesc"],
+            "remote": None,
+        }
+        if g["rtype"]:
+            port["remote"] = {
+                "type": g["rtype"],
+                "lid": int(g["rlid"]),
+                "port": int(g["rport"]),
+                "guid": g["rguid"].lower(),
+                "desc": g["rdesc"],
+            }
+        out.append(port)
+    return out
+
+
+def parse_topology_conf(text: str) -> dict[str, dict[str, list[str]]]:
+    """Slurm topology.conf lines: ``{switch: {"nodes": [...], "switches": [...]}}``."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        name = fields.get("SwitchName")
+        if not name:
+            continue
+        out[name] = {
+            "nodes": sorted(hostlist.expand(fields["Nodes"])) if fields.get("Nodes") else [],
+            "switches": sorted(hostlist.expand(fields["Switches"])) if fields.get("Switches") else [],
+        }
+    return out
+
+
+def _split_desc(desc: str, hosts: set[str]) -> tuple[str, str] | None:
+    """(host, hca) of an HCA description ``"<host> <hca>"``; a domain is dropped if planned short."""
+    parts = desc.strip().rsplit(None, 1)
+    if len(parts) != 2:
+        return None
+    host, hca = parts
+    if host not in hosts and host.split(".", 1)[0] in hosts:
+        host = host.split(".", 1)[0]
+    return host, hca
+
+
+def _end_text(node: str, port: int) -> str:
+    return f"{node} port {port}"
+
+
+def compare(
+    expected: dict[str, Any],
+    discovered: list[dict[str, Any]],
+    *,
+    expected_rate: Any = None,
+    expected_width: str | None = None,
+    topology_conf: str | None = None,
+    ignore: list[str] | None = None,
+) -> dict[str, Any]:
+    """Every difference between the planned fabric and the discovered ports.
+
+    ``expected``: the plan's fabric dict (``cabling`` and ``topology_conf``) or the cabling.
+    ``discovered``: ports from :func:`parse_ibnetdiscover_ports`, all subnets together.
+    ``expected_rate`` (Gb/s, ``"HDR"`` or ``"4xHDR"``) overrides the planned link rate, e.g.
+    at HDR in the simulator; ``topology_conf`` defaults to the fabric dict's. Nodes whose
+    description matches an ``ignore`` pattern (fnmatch) are left out on both sides.
+    Returns lists per kind of difference, ``mismatches`` (one line each) and ``ok``.
+    """
+    cabling = _cabling(expected)
+    if topology_conf is None and "cabling" in expected:
+        topology_conf = expected.get("topology_conf") or ""
+    patterns = list(ignore or [])
+
+    def ignored(desc: str) -> bool:
+        return any(fnmatch.fnmatchcase(desc, p) for p in patterns)
+
+    base = planned_link(cabling)
+    want_width = expected_width or base["width"]
+    want_rate = rate_value(expected_rate, want_width) if expected_rate is not None else base["rate_gbps"]
+    switches = {s["name"]: s for s in cabling.get("switches", [])}
+    hosts = {h["host"] for h in cabling.get("hcas", [])}
+
+    # The plan: where each HCA port goes, and the switch-to-switch links.
+    planned_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
+    planned_up: dict[frozenset, dict[str, Any]] = {}
+    for link in cabling.get("links", []):
+        a, b = link["a"], link["b"]
+        if a.get("hca") and not b.get("hca"):
+            key = (a["node"], a["hca"], int(a.get("port", 1)))
+            planned_hca[key] = {"rail": link.get("rail"), "leaf": b["node"], "port": int(b["port"])}
+        elif not a.get("hca") and not b.get("hca"):
+            ends = frozenset({(a["node"], int(a["port"])), (b["node"], int(b["port"]))})
+            planned_up[ends] = {"a": a["node"], "a_port": int(a["port"]), "b": b["node"], "b_port": int(b["port"])}
+    for h in cabling.get("hcas", []):
+        planned_hca.setdefault((h["host"], h["hca"], 1), {"rail": h["rail"], "leaf": None, "port": None})
+
+    # What was discovered: each link once, whichever end (or subnet) reported it.
+    links: dict[frozenset, dict[str, Any]] = {}
+    found_switches: set[str] = set()
+    for p in discovered:
+        for end in (p, p.get("remote")):
+            if end and end["type"] == "SW" and not ignored(end["desc"]):
+                found_switches.add(end["desc"])
+        r = p.get("remote")
+        if not r or ignored(p["desc"]) or ignored(r["desc"]):
+            continue
+        ends = frozenset({(p["type"], p["desc"], p["port"]), (r["type"], r["desc"], r["port"])})
+        links.setdefault(ends, {"width": p["width"], "speed": p["speed"], "rate_gbps": p["rate_gbps"]})
+
+    found_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
+    extra_hcas: list[dict[str, Any]] = []
+    found_up: dict[frozenset, dict[str, Any]] = {}
+    slow: list[dict[str, Any]] = []
+    for ends, spec in sorted(links.items(), key=lambda kv: sorted(kv[0])):
+        (t1, d1, p1), (t2, d2, p2) = sorted(ends, key=lambda e: (e[0] != "CA", e[1], e[2]))
+        if t1 == "CA" and t2 == "SW":
+            split = _split_desc(d1, hosts)
+            key = (split[0], split[1], p1) if split else None
+            if key in planned_hca:
+                found_hca[key] = {"leaf": d2, "port": p2}
+            else:
+                extra_hcas.append({"node": d1, "node_port": p1, "actual": {"leaf": d2, "port": p2}})
+            a_end, b_end = (d1, p1), (d2, p2)
+        elif t1 == "SW" and t2 == "SW":
+            key2 = frozenset({(d1, p1), (d2, p2)})
+            a_end, b_end = sorted([(d1, p1), (d2, p2)])
+            found_up[key2] = {"a": a_end[0], "a_port": a_end[1], "b": b_end[0], "b_port": b_end[1]}
+        else:
+            a_end, b_end = (d1, p1), (d2, p2)
+        below = []
+        if lanes(spec["width"]) < lanes(want_width):
+            below.append("width")
+        if spec["rate_gbps"] < want_rate - 1e-9:
+            below.append("rate")
+        if below:
+            slow.append(
+                {
+                    "a": a_end[0],
+                    "a_port": a_end[1],
+                    "b": b_end[0],
+                    "b_port": b_end[1],
+                    "width": spec["width"],
+                    "speed": spec["speed"],
+                    "rate_gbps": spec["rate_gbps"],
+                    "expected_width": want_width,
+                    "expected_rate_gbps": want_rate,
+                    "below": below,
+                }
+            )
+
+    missing_hcas: list[dict[str, Any]] = []
+    wrong_leaf: list[dict[str, Any]] = []
+    wrong_port: list[dict[str, Any]] = []
+    for (host, hca, port), plan in planned_hca.items():
+        if ignored(hca_desc(host, hca)):
+            continue
+        entry = {"host": host, "hca": hca, "hca_port": port, "rail": plan["rail"]}
+        entry["expected"] = {"leaf": plan["leaf"], "port": plan["port"]}
+        got = found_hca.get((host, hca, port))
+        if got is None:
+            missing_hcas.append(entry)
+        elif got["leaf"] != plan["leaf"]:
+            actual_rail = (switches.get(got["leaf"]) or {}).get("rail")
+            wrong_leaf.append({**entry, "actual": got, "actual_leaf_rail": actual_rail})
+        elif got["port"] != plan["port"]:
+            wrong_port.append({**entry, "actual": got})
+    missing_up = [v for k, v in planned_up.items() if k not in found_up and not (ignored(v["a"]) or ignored(v["b"]))]
+    extra_up = [v for k, v in sorted(found_up.items(), key=lambda kv: sorted(kv[0])) if k not in planned_up]
+    missing_switches = sorted(n for n in switches if n not in found_switches and not ignored(n))
+    extra_switches = sorted(found_switches - set(switches))
+    topology = _compare_topology(cabling, topology_conf or "", found_hca, found_up)
+
+    mismatches = [f"switch {n}: planned, not discovered" for n in missing_switches]
+    mismatches += [f"switch {n}: discovered, not in the plan" for n in extra_switches]
+    for e in missing_hcas:
+        where = (
+            f", planned on {_end_text(e['expected']['leaf'], e['expected']['port'])}" if e["expected"]["leaf"] else ""
+        )
+        mismatches.append(f"{e['host']} rail {e['rail']} ({e['hca']}): not discovered{where}")
+    for e in extra_hcas:
+        mismatches.append(
+            f"HCA '{e['node']}' on {_end_text(e['actual']['leaf'], e['actual']['port'])}: not in the plan"
+        )
+    for e in wrong_leaf:
+        rail = e["actual_leaf_rail"]
+        of_rail = f" (a leaf of rail {rail})" if rail is not None and rail != e["rail"] else ""
+        mismatches.append(
+            f"{e['host']} rail {e['rail']} ({e['hca']}): on {_end_text(e['actual']['leaf'], e['actual']['port'])}"
+            f"{of_rail}, planned {_end_text(e['expected']['leaf'], e['expected']['port'])}"
+        )
+    for e in wrong_port:
+        mismatches.append(
+            f"{e['host']} rail {e['rail']} ({e['hca']}): on {_end_text(e['actual']['leaf'], e['actual']['port'])},"
+            f" planned port {e['expected']['port']}"
+        )
+    for e in missing_up:
+        mismatches.append(f"uplink {_end_text(e['a'], e['a_port'])} - {_end_text(e['b'], e['b_port'])}: not discovered")
+    for e in extra_up:
+        mismatches.append(
+            f"uplink {_end_text(e['a'], e['a_port'])} - {_end_text(e['b'], e['b_port'])}: not in the plan"
+        )
+    for e in slow:
+        mismatches.append(
+            f"link {_end_text(e['a'], e['a_port'])} - {_end_text(e['b'], e['b_port'])}: {e['width']} {e['speed']}"
+            f" ({e['rate_gbps']:g} Gb/s), planned {e['expected_width']} at {e['expected_rate_gbps']:g} Gb/s"
+        )
+    for e in topology["mismatches"]:
+        parts = [f"{k} {hostlist.compress(e[k])}" for k in ("missing", "extra") if e[k]]
+        mismatches.append(f"topology.conf SwitchName={e['switch']}: {'; '.join(parts)} (discovered vs planned)")
+    return {
+        "ok": not mismatches,
+        "expected_width": want_width,
+        "expected_rate_gbps": want_rate,
+        "counts": {
+            "planned_hcas": len(planned_hca),
+            "discovered_hcas": len(found_hca) + len(extra_hcas),
+            "planned_uplinks": len(planned_up),
+            "discovered_uplinks": len(found_up),
+            "planned_switches": len(switches),
+            "discovered_switches": len(found_switches),
+        },
+        "missing_switches": missing_switches,
+        "extra_switches": extra_switches,
+        "missing_hcas": missing_hcas,
+        "extra_hcas": extra_hcas,
+        "wrong_leaf": wrong_leaf,
+        "wrong_port": wrong_port,
+        "missing_uplinks": missing_up,
+        "extra_uplinks": extra_up,
+        "slow_links": slow,
+        "topology": topology,
+        "mismatches": mismatches,
+    }
+
+
+def _compare_topology(
+    cabling: dict[str, Any],
+    conf: str,
+    found_hca: dict[tuple[str, str, int], dict[str, Any]],
+    found_up: dict[frozenset, dict[str, Any]],
+) -> dict[str, Any]:
+    """Slurm topology.conf as planned vs as discovered, switch by switch.
+
+    A logical switch of the plan (a scalable unit, or the one physical switch) holds the
+    hosts with an HCA discovered on one of its leaves; a switch of switches (the spines)
+    holds the units whose leaves have a discovered uplink.
+    """
+    planned = parse_topology_conf(conf)
+    leaves_of: dict[str, set[str]] = {}
+    for su in cabling.get("scalable_units", []):
+        leaves_of[su["name"]] = set(su.get("leaves") or [])
+    for name in planned:
+        leaves_of.setdefault(name, {name})
+    uplinked = {end[0] for key in found_up for end in key}
+    discovered: dict[str, dict[str, list[str]]] = {}
+    for name, want in planned.items():
+        leaves = leaves_of.get(name, set())
+        nodes = sorted({h for (h, _, _), got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
+        subs = [s for s in want["switches"] if leaves_of.get(s, set()) & uplinked] if want["switches"] else []
+        discovered[name] = {"nodes": nodes, "switches": sorted(subs)}
+    mismatches = []
+    for name, want in planned.items():
+        got = discovered[name]
+        missing = sorted(set(want["nodes"]) - set(got["nodes"])) + sorted(set(want["switches"]) - set(got["switches"]))
+        extra = sorted(set(got["nodes"]) - set(want["nodes"])) + sorted(set(got["switches"]) - set(want["switches"]))
+        if missing or extra:
+            mismatches.append({"switch": name, "missing": missing, "extra": extra})
+    return {"planned": planned, "discovered": discovered, "mismatches": mismatches}

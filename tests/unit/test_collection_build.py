@@ -1,0 +1,178 @@
+"""The collection builds into a small tarball that works once installed elsewhere.
+
+Built with ansible-galaxy into a temporary folder, installed into a clean collections
+path, and used from there with neither this repository's ansible.cfg nor its in-place
+collections/ link: ansible-doc finds the roles and filters, and playbooks run the
+filters and the plan play of the installed copy. Also: requirements.yml,
+execution-environment.yml and meta/runtime.yml agree with galaxy.yml and ansible-core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import ansible
+import pytest
+import yaml
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+TARBALL = f"{GALAXY['namespace']}-{GALAXY['name']}-{GALAXY['version']}.tar.gz"
+MAX_TARBALL_BYTES = 1_000_000  # it is ~150 kB; a stray .venv, build/ or test data would blow past this
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("collection")
+    cfg = base / "ansible.cfg"
+    cfg.write_text("[defaults]\n")  # stock settings: not the repository's ansible.cfg
+    coll = base / "collections"
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(cfg),
+        "ANSIBLE_COLLECTIONS_PATH": str(coll),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOME": str(base / "home"),
+    }
+    dist = base / "dist"
+    run = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(dist), str(ROOT)],
+        cwd=base, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    tarball = dist / TARBALL
+    # --no-deps: offline; community.mysql (galaxy.yml dependencies) is only needed by roles/slurm's tasks
+    run = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(coll), str(tarball)],
+        cwd=base, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    return {"base": base, "tarball": tarball, "path": coll / "ansible_collections" / "gpucluster" / "tiers", "env": env}
+
+
+def _run(installed: dict, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=installed["base"], env=installed["env"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_tarball_is_small_and_holds_only_the_collection(installed: dict) -> None:
+    tarball: Path = installed["tarball"]
+    assert tarball.stat().st_size < MAX_TARBALL_BYTES
+    with tarfile.open(tarball) as tar:
+        names = tar.getnames()
+    tops = {n.split("/")[0] for n in names}
+    assert {"plugins", "roles", "playbooks", "meta", "MANIFEST.json", "FILES.json", "README.md"} <= tops
+    for banned in (".venv", ".lab", "build", "collections", "tests", "molecule", "lab", "ci", ".git", ".ansible"):
+        assert banned not in tops, banned
+    assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".tar.gz"))]
+    manifest = json.loads((installed["path"] / "MANIFEST.json").read_text())
+    assert manifest["collection_info"]["version"] == GALAXY["version"]
+
+
+def test_ansible_doc_finds_roles_and_filters_in_the_installed_copy(installed: dict) -> None:
+    where = str(installed["path"])
+    run = _run(installed, "ansible-doc", "-t", "role", "gpucluster.tiers.compute")
+    assert run.returncode == 0, run.stderr
+    assert "ENTRY POINT:" in run.stdout and where in run.stdout
+    for name in ("nccl_conf", "cluster_plan", "fabric_dot", "power_svg", "markdown_html"):
+        run = _run(installed, "ansible-doc", "-t", "filter", f"gpucluster.tiers.{name}")
+        assert run.returncode == 0, (name, run.stderr)
+        assert where in run.stdout, name
+
+
+def test_a_playbook_uses_the_installed_filters(installed: dict) -> None:
+    play = installed["base"] / "use.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Use gpucluster.tiers from the installed collection",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Plan tier1",
+                            "ansible.builtin.set_fact": {
+                                "plan": "{{ site | gpucluster.tiers.cluster_plan(groups) }}",
+                            },
+                            "vars": {
+                                "names": "{{ query('ansible.builtin.varnames', '^gpucluster_') }}",
+                                "site": "{{ dict(names | zip(query('ansible.builtin.vars', *names))) }}",
+                            },
+                        },
+                        {
+                            "name": "Check the plan and a question filter",
+                            "ansible.builtin.assert": {
+                                "that": [
+                                    "plan.cluster.name == 'tier1'",
+                                    "plan.cluster.gpus_total == 8",
+                                    "(nccl_args | gpucluster.tiers.nccl_conf).NCCL_IB_HCA == '=mlx5_0:1'",
+                                    "'dgx01' in (plan | gpucluster.tiers.fabric_dot)",
+                                ]
+                            },
+                            "vars": {
+                                "nccl_args": {
+                                    "fabric_type": "infiniband",
+                                    "topology": "single_switch",
+                                    "compute_hcas": ["mlx5_0"],
+                                    "socket_ifname": "eno1",
+                                    "nodes": 2,
+                                }
+                            },
+                        },
+                    ],
+                }
+            ],
+            sort_keys=False,
+        )
+    )
+    run = _run(installed, "ansible-playbook", "-i", str(ROOT / "inventories" / "tier1"), str(play))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "failed=0" in run.stdout
+
+
+def test_the_installed_plan_playbook_runs(installed: dict) -> None:
+    out = installed["base"] / "plan"
+    run = _run(
+        installed, "ansible-playbook", "-i", str(ROOT / "inventories" / "tier2"), "gpucluster.tiers.plan",
+        "-e", f"gpucluster_plan_root={out}",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    plan = json.loads((out / "tier2" / "plan.json").read_text())
+    assert plan["cluster"]["compute_nodes"] == 2
+    for name in ("report.md", "report.html", "fabric.dot", "power.svg"):
+        assert (out / "tier2" / name).is_file(), name
+    assert (out / "tier2" / "hosts" / "compute01" / "etc" / "nccl.conf").read_text() == plan["nccl"]["conf_text"]
+
+
+def test_requirements_and_execution_environment_agree_with_galaxy_yml() -> None:
+    reqs = yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]
+    local = [r for r in reqs if r.get("type") == "file"]
+    assert [r["name"] for r in local] == [f"build/dist/{TARBALL}"]  # what `make collection` writes
+    names = {r["name"] for r in reqs if "type" not in r}
+    assert set(GALAXY.get("dependencies") or {}) <= names
+    ee = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
+    assert ee["version"] == 3
+    deps = ee["dependencies"]
+    assert deps["galaxy"] == "requirements.yml" and deps["system"] == "bindep.txt"
+    assert (ROOT / deps["galaxy"]).is_file() and (ROOT / deps["system"]).is_file()
+    assert any(p.startswith("netaddr") for p in deps["python"])
+    assert deps["ansible_core"]["package_pip"] == "ansible-core>=2.19,<2.20"
+    (build_file,) = ee["additional_build_files"]
+    assert Path(f"build/dist/{TARBALL}").match(build_file["src"]) and build_file["dest"] == "build/dist"
+
+
+def test_requires_ansible_matches_the_toolchain() -> None:
+    spec = yaml.safe_load((ROOT / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    assert spec == ">=2.19.0,<2.20.0"
+    major_minor = tuple(int(x) for x in ansible.__version__.split(".")[:2])
+    assert major_minor == (2, 19)
