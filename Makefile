@@ -46,3 +46,4 @@ clean: ## remove build output
 	rm -rf build
 
 -include lab/lab.mk
+-include mk/ci.mk

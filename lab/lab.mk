@@ -4,7 +4,7 @@ LAB_INVENTORY = -i inventories/$(TIER) -i lab/overlay
 LAB_CONNECT = -i .lab/$(TIER)/inventory.yml
 HOST ?= compute01
 
-.PHONY: lab lab-images lab-up lab-converge lab-down lab-shell bench-lab
+.PHONY: lab lab-images lab-up lab-converge lab-down lab-shell bench-lab validate
 lab-images: ## install podman/runc/debootstrap, containers.conf, build (or reuse) the lab images
 	bash lab/setup.sh
 
@@ -25,3 +25,6 @@ lab-shell: ## a root shell in HOST of the running lab TIER
 
 bench-lab: setup lab-images ## first converge + idempotent re-run, project ansible.cfg vs stock settings
 	$(BIN)/python lab/bench_lab.py $(TIER)
+
+validate: setup ## acceptance checks (nccl-tests, ib_write_bw, fio, dcgmi) on the running lab of TIER -> build/validate/<name>/
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) $(LAB_CONNECT) playbooks/validate.yml $(VALIDATE_ARGS)

@@ -25,7 +25,8 @@ ee-context: collection ## write the execution environment's build context to bui
 	$(ANSIBLE_BUILDER) create --file execution-environment.yml --context build/ee
 
 ee: collection ## build the execution environment image EE_TAG (ansible-builder build; needs podman or docker)
-	$(ANSIBLE_BUILDER) build --file execution-environment.yml --context build/ee --tag $(EE_TAG)
+	$(ANSIBLE_BUILDER) build --file execution-environment.yml --context build/ee --tag $(EE_TAG) \
+	  $(if $(EE_BASE_IMAGE),--build-arg EE_BASE_IMAGE=$(EE_BASE_IMAGE))
 
 docs: setup ## regenerate docs/settings.md from the engine (tests/unit/test_docs.py keeps it current)
 	$(BIN)/python tests/docs/gen_settings.py --output docs/settings.md

@@ -11,24 +11,13 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import acceptance
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's lazy/tagged containers as plain dicts, lists and strings."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
 
 
 def _raw_files(hosts: dict[str, Any], cluster: dict[str, Any]) -> dict[str, str]:
@@ -63,7 +52,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars or {})
-        args = _plain(dict(self._task.args))
+        args = plain(dict(self._task.args))
         plan = args.get("plan")
         dest = args.get("dest")
         if not isinstance(plan, dict) or "validation" not in plan:

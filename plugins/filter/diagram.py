@@ -13,23 +13,13 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import diagram
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's lazy/tagged containers as plain dicts, lists and strings."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
 
 
 def _plan(name: str, plan: Any) -> dict[str, Any]:
     if not isinstance(plan, Mapping) or not {"cluster", "fabric", "power", "cooling", "hosts"} <= set(plan):
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be the cluster plan (gpucluster_plan)")
-    return _plain(plan)
+    return plain(plan)
 
 
 def fabric_dot(plan: Mapping[str, Any], max_hosts: int = 64, max_switches: int = 96) -> str:

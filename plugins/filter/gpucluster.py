@@ -28,22 +28,12 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils import (
     validation,
 )
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's lazy/tagged containers as plain dicts and lists for the engine."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
 
 
 def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return func(*[_plain(a) for a in args], **{k: _plain(v) for k, v in kwargs.items()})
+        return func(*[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: {exc}") from None
     except TypeError as exc:
@@ -54,7 +44,7 @@ def _kwargs_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def run(options: Mapping[str, Any], **more: Any) -> Any:
         if not isinstance(options, Mapping):
             raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be a mapping of the function's arguments")
-        return _run(name, func, **{**_plain(options), **more})
+        return _run(name, func, **{**plain(options), **more})
 
     run.__name__ = name
     return run
@@ -62,7 +52,7 @@ def _kwargs_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
 def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
     """The whole plan from the gpucluster_* variables and the inventory groups."""
-    site = {k: v for k, v in _plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
+    site = {k: v for k, v in plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
     return _run("cluster_plan", plan.cluster_plan, site, groups)
 
 

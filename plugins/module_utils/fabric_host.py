@@ -41,6 +41,10 @@ SM_PRIORITY = 14
 # auto-detected roots when no root GUID file is given).
 ROUTING_ENGINES = ("minhop", "updn", "dnup", "ftree", "lash", "dor", "torus-2QoS", "nue", "dfsssp", "sssp")
 DEFAULT_ROUTING = {"fat_tree": "updn"}
+ROUTING_NOTES = {
+    "minhop": "minimum-hop routing (opensm's default): one switch per subnet has no credit loops",
+    "updn": "up/down routing, roots auto-detected: no credit loops across leaves and spines",
+}
 PORT_GUID = re.compile(r"^0x[0-9a-fA-F]{16}$")
 OPENSM_PARTITIONS_FILE = "/etc/opensm/partitions.conf"
 
@@ -130,9 +134,7 @@ def roce_settings(roce: dict[str, Any] | None, field: str = "gpucluster_fabric.r
     pfc = roce.get("pfc", True)
     require(isinstance(pfc, bool), f"{field}.pfc", pfc, "true (lossless: PFC on the RoCE priority) or false (lossy)")
     # the ConnectX default dscp2prio map is DSCP/8 (dossier 7.1): DSCP 26 -> priority 3
-    priority = check_range(
-        roce.get("priority", dscp // 8), f"{field}.priority", 0, PRIORITIES - 1, integer=True
-    )
+    priority = check_range(roce.get("priority", dscp // 8), f"{field}.priority", 0, PRIORITIES - 1, integer=True)
     cnp_dscp = check_range(roce.get("cnp_dscp", ROCE_CNP_DSCP), f"{field}.cnp_dscp", 0, 63, integer=True)
     cnp_priority = check_range(
         roce.get("cnp_priority", ROCE_CNP_PRIORITY), f"{field}.cnp_priority", 0, PRIORITIES - 1, integer=True
@@ -207,6 +209,9 @@ def host_plan(
             "host": head,
             "sm_priority": ib["sm_priority"],
             "routing_engine": ib["routing_engine"],
+            "routing_note": ROUTING_NOTES.get(ib["routing_engine"], "the site's routing engine"),
+            # opensm resets a partition's SL to 0 unless QoS is on (osm_prtn_config.c)
+            "qos": bool(ib["service_level"]),
             "partition_config_file": OPENSM_PARTITIONS_FILE,
             "partitions": partition_lines(ib),
             # Debian's opensm.service: one opensm per listed port, or per port ibstat -p lists (ALL)

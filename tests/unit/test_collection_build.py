@@ -3,7 +3,7 @@
 Built with ansible-galaxy into a temporary folder, installed into a clean collections
 path, and used from there with neither this repository's ansible.cfg nor its in-place
 collections/ link: ansible-doc finds the roles and filters, and playbooks run the
-filters and the plan play of the installed copy. Also: requirements.yml,
+filters and the plan play of the installed copy. Also: ee-requirements.yml,
 execution-environment.yml and meta/runtime.yml agree with galaxy.yml and ansible-core.
 """
 
@@ -155,7 +155,7 @@ def test_the_installed_plan_playbook_runs(installed: dict) -> None:
 
 
 def test_requirements_and_execution_environment_agree_with_galaxy_yml() -> None:
-    reqs = yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]
+    reqs = yaml.safe_load((ROOT / "ee-requirements.yml").read_text())["collections"]
     local = [r for r in reqs if r.get("type") == "file"]
     assert [r["name"] for r in local] == [f"build/dist/{TARBALL}"]  # what `make collection` writes
     names = {r["name"] for r in reqs if "type" not in r}
@@ -163,7 +163,7 @@ def test_requirements_and_execution_environment_agree_with_galaxy_yml() -> None:
     ee = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
     assert ee["version"] == 3
     deps = ee["dependencies"]
-    assert deps["galaxy"] == "requirements.yml" and deps["system"] == "bindep.txt"
+    assert deps["galaxy"] == "ee-requirements.yml" and deps["system"] == "bindep.txt"
     assert (ROOT / deps["galaxy"]).is_file() and (ROOT / deps["system"]).is_file()
     assert any(p.startswith("netaddr") for p in deps["python"])
     assert deps["ansible_core"]["package_pip"] == "ansible-core>=2.19,<2.20"

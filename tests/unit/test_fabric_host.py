@@ -7,21 +7,24 @@ does: trim_blocks), so the tests read the files a host gets.
 from __future__ import annotations
 
 import copy
+import importlib.util
+import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import pytest
-from conftest import load_inventory
+from conftest import ROOT, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.module_utils.plan import FILES, cluster_plan
 
-ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "roles" / "fabric" / "templates"
 
 
@@ -37,9 +40,7 @@ def _render(src: str, plan: dict[str, Any], host: str) -> str:
 
 def _fabric_files(plan: dict[str, Any], host: str) -> dict[str, str]:
     """dest -> rendered text of the fabric role's files on ``host`` (from the plan's manifest)."""
-    return {
-        f["dest"]: _render(f["src"], plan, host) for f in plan["files"][host] if f["role"] == "fabric"
-    }
+    return {f["dest"]: _render(f["src"], plan, host) for f in plan["files"][host] if f["role"] == "fabric"}
 
 
 def _site(tier: str, **fabric: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -198,6 +199,7 @@ def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list
     assert re.search(r"^sm_priority 12$", conf, re.M)
     assert re.search(r"^routing_engine minhop$", conf, re.M)
     assert re.search(r"^partition_config_file /etc/opensm/partitions.conf$", conf, re.M)
+    assert re.search(r"^qos TRUE$", conf, re.M)  # opensm drops a partition SL other than 0 without QoS
     assert 'PORTS="ALL"' in files["/etc/default/opensm"]
     assert "(8: rail0, rail1," in files["/etc/default/opensm"]
 
@@ -217,6 +219,66 @@ def test_opensm_reads_the_rendered_options(tmp_path: Path) -> None:
     assert options["sm_priority"] == "14"
     assert options["routing_engine"] == "updn"
     assert options["partition_config_file"] == "/etc/opensm/partitions.conf"
+    assert options["qos"] == "FALSE"  # SL 0: no QoS needed
+
+
+HAVE_IBSIM = (
+    all(shutil.which(t) for t in ("ibsim", "opensm", "saquery", "sminfo"))
+    and Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so").exists()
+)
+
+
+@pytest.mark.skipif(not HAVE_IBSIM, reason="ibsim, opensm, infiniband-diags or libumad2sim not installed")
+def test_opensm_files_reach_the_simulated_fabric(tmp_path: Path) -> None:
+    """tier2 with SL 3 on ibsim: the rendered opensm.conf and partitions.conf make the head's
+    SM master at priority 14, IPoIB's broadcast group and path records carry SL 3, and every
+    port is a full member of 0x7fff."""
+    spec = importlib.util.spec_from_file_location("ibsim_check", ROOT / "lab" / "ibsim_check.py")
+    assert spec and spec.loader
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    site, groups = _site("tier2")
+    site["gpucluster_fabric"]["infiniband"] = {"service_level": 3, "pkey": "0x7fff"}
+    plan = cluster_plan(site, groups)
+    files = _fabric_files(plan, "head01")
+    partitions = tmp_path / "partitions.conf"
+    partitions.write_text(files["/etc/opensm/partitions.conf"])
+    conf = tmp_path / "opensm.conf"
+    conf.write_text(files["/etc/opensm/opensm.conf"].replace("/etc/opensm/partitions.conf", str(partitions)))
+    sim = lab.Simulation(plan["fabric"]["cabling"], tmp_path, timeout=20)
+    sm = None
+    try:
+        sim.start()
+        # the SM on one HCA (ibsim has no head node); the queries from another
+        sm = subprocess.Popen(
+            ["opensm", "-s", "0", "-F", str(conf), "-f", str(tmp_path / "opensm.log")],
+            env=sim.client_env("compute01 mlx5_0"), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        env = sim.client_env("compute02 mlx5_0")
+        deadline = time.monotonic() + 30
+        while True:
+            info = lab._run(["sminfo"], env, tmp_path, 20)
+            if "SMINFO_MASTER" in info.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert "priority 14" in info.stdout and "SMINFO_MASTER" in info.stdout, info.stdout + info.stderr
+        groups_out = lab._run(["saquery", "-g"], env, tmp_path, 20).stdout
+        assert re.search(r"SL\.+0x3$", groups_out, re.M), groups_out
+        assert re.search(r"pkey\.+0xFFFF$", groups_out, re.M), groups_out
+        path = lab._run(["saquery", "PR", "--src-to-dst", "1:2"], env, tmp_path, 20).stdout
+        assert re.search(r"sl\.+0x3$", path, re.M), path
+        pkeys = lab._run(["smpquery", "pkeys", "-D", "0"], env, tmp_path, 20).stdout
+        assert re.search(r"^\s+0: 0xffff ", pkeys, re.M), pkeys  # full member of the default partition
+    finally:
+        if sm is not None and sm.poll() is None:
+            os.killpg(sm.pid, signal.SIGTERM)
+            try:
+                sm.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(sm.pid, signal.SIGKILL)
+                sm.wait(timeout=10)
+        sim.stop()
 
 
 def test_roce_plan_renders_one_traffic_class(roce_tier2: dict[str, Any]) -> None:

@@ -58,6 +58,9 @@ def test_hot_gpu_drains_and_healthy_resumes(hosts: dict[str, Any], plan: dict[st
         assert healthy.rc == 0, healthy.stdout + healthy.stderr
         # resumed: no longer draining (a trailing * only says slurmd has not answered a ping yet)
         assert _state(head, node)[0].rstrip("*") in ("idle", "mix", "alloc")
+        head.run(
+            f"scontrol ping; for i in $(seq 30); do sinfo -h -n {node} -o %t | grep -q '[*]' || break; sleep 2; done"
+        )
     finally:
         head.run(f"scontrol update nodename={node} state=resume")
 

@@ -1,0 +1,33 @@
+"""The acceptance report of the lab (playbooks/validate.yml, run by verify before these tests).
+
+In containers fio really writes and reads the tier's storage paths and is gated against
+the tier's floor; nccl-tests, perftest and DCGM are not installed, and must show as
+skipped with that reason, never as a pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def test_report_lists_every_check_with_a_verdict(lab: Path, plan: dict[str, Any]) -> None:
+    folder = lab.parent / "validate" / plan["cluster"]["name"]
+    report = json.loads((folder / "report.json").read_text())
+    assert (folder / "report.md").read_text().strip()
+    checks = report["checks"]
+    assert checks and all(c["status"] in ("pass", "fail", "skipped") for c in checks)
+
+    fio = [c for c in checks if c["name"].startswith(("fio_", "storage"))]
+    assert fio, "no storage check in the report"
+    measured = [c for c in fio if c["status"] != "skipped"]
+    assert measured and all(c["measured"] > 0 for c in measured), measured
+    assert all(c["floor"] is not None for c in measured if c["status"] == "fail")
+
+    others = [c for c in checks if not c["name"].startswith(("fio_", "storage"))]
+    assert others and all(c["status"] == "skipped" for c in others), others
+    no_fabric = plan["fabric"]["type"] == "none"  # tier1: no rail pairs to measure
+    tools = [c for c in others if not (no_fabric and c["name"].startswith("ib_write_bw"))]
+    assert tools and all(c["reason"].startswith("not installed") for c in tools), tools
+    assert report["summary"]["result"] != "pass"
