@@ -16,6 +16,7 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils import (
     catalog,
     clocks,
     cooling,
+    dcgm,
     fabric,
     fabric_host,
     health,
@@ -370,6 +371,7 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
     plan["slurm"] = slurm.slurm_plan(site, plan)
     plan["health"] = health.health_config(plan)
     plan["monitoring"] = monitoring.monitoring_plan(plan)
+    plan["dcgm"] = dcgm.dcgm_policy(plan)
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
     )
@@ -409,6 +411,24 @@ FILES: list[dict[str, Any]] = [
         "role": "compute",
         "src": "gpucluster-gpu-clocks.service.j2",
         "dest": "/etc/systemd/system/gpucluster-gpu-clocks.service",
+        "on": "compute",
+    },
+    {
+        "role": "compute",
+        "src": "gpucluster-dcgm-policy.service.j2",
+        "dest": "/etc/systemd/system/gpucluster-dcgm-policy.service",
+        "on": "compute",
+    },
+    {
+        "role": "compute",
+        "src": "dcgm-exporter-counters.csv.j2",
+        "dest": "/etc/dcgm-exporter/gpucluster-counters.csv",
+        "on": "compute",
+    },
+    {
+        "role": "compute",
+        "src": "nvidia-dcgm-exporter.conf.j2",
+        "dest": "/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpucluster.conf",
         "on": "compute",
     },
     {"role": "slurm", "src": "slurm.conf.j2", "dest": "/etc/slurm/slurm.conf", "on": "slurm"},

@@ -31,3 +31,16 @@ def test_report_lists_every_check_with_a_verdict(lab: Path, plan: dict[str, Any]
     tools = [c for c in others if not (no_fabric and c["name"].startswith("ib_write_bw"))]
     assert tools and all(c["reason"].startswith("not installed") for c in tools), tools
     assert report["summary"]["result"] != "pass"
+
+
+def test_failed_node_checks_drained_the_node_with_the_check_as_reason(lab: Path, plan: dict[str, Any]) -> None:
+    """validate.yml ran with validate_drain_failed; verify recorded sinfo -R before resuming."""
+    folder = lab.parent / "validate" / plan["cluster"]["name"]
+    report = json.loads((folder / "report.json").read_text())
+    drained = dict(line.split("|", 1) for line in (folder / "sinfo-R.txt").read_text().splitlines() if "|" in line)
+    wanted = {d["node"]: d["reason"] for d in report["drain"]}
+    for node, reason in wanted.items():
+        assert drained.get(node) == reason, (node, reason, drained)
+    if plan["storage"]["type"] == "local_nvme":  # tier1: each node's own NVMe is gated per node
+        failing = [c for c in report["checks"] if c["status"] == "fail" and c["drain"]]
+        assert failing and wanted, "a container cannot reach the local NVMe floor: expected a drain"
