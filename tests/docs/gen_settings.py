@@ -25,10 +25,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+
+from conftest import load_inventory  # noqa: E402  (the reference inventories, as the tests read them)
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.plan import cluster_plan  # noqa: E402
 
@@ -37,26 +38,6 @@ PLAN_PY = ROOT / "plugins" / "module_utils" / "plan.py"
 TIERS = ("tier1", "tier2", "tier3", "tier4")
 #: modules that only read and check the inventory: every part of the plan goes through them
 INPUT_CHECKS = ("inventory", "errors")
-
-
-def _collect_groups(name: str, node: dict[str, Any] | None, groups: dict[str, list[str]]) -> list[str]:
-    node = node or {}
-    hosts = list((node.get("hosts") or {}).keys())
-    for child, sub in (node.get("children") or {}).items():
-        hosts += _collect_groups(child, sub, groups)
-    groups[name] = sorted(set(hosts))
-    return groups[name]
-
-
-def load_inventory(tier: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """(gpucluster_* variables, groups) of inventories/<tier>, as the plan play reads them."""
-    base = ROOT / "inventories" / tier
-    site: dict[str, Any] = {}
-    for f in sorted((base / "group_vars" / "all").glob("*.yml")):
-        site.update(yaml.safe_load(f.read_text()) or {})
-    groups: dict[str, list[str]] = {}
-    _collect_groups("all", yaml.safe_load((base / "hosts.yml").read_text())["all"], groups)
-    return site, groups
 
 
 # ---------------------------------------------------------------- plan.json provenance

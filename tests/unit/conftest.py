@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import yaml
 
@@ -45,3 +46,14 @@ def tier_inventory(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any],
 def tier3() -> tuple[dict[str, Any], dict[str, list[str]]]:
     site, groups = load_inventory("tier3")
     return copy.deepcopy(site), groups
+
+
+def render_role_template(role: str, src: str, plan: dict[str, Any], host: str) -> str:
+    """A role template rendered with the plan, as the role renders it (trim_blocks, strict)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(ROOT / "roles" / role / "templates")),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)

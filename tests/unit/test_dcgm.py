@@ -16,29 +16,21 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
-from conftest import ROOT, TIERS, load_inventory
+from conftest import ROOT, TIERS, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import dcgm
 from ansible_collections.gpucluster.tiers.plugins.module_utils.plan import FILES, cluster_plan
 
 ROLE = ROOT / "roles" / "compute"
-TEMPLATES = ROLE / "templates"
 POLICY_UNIT = "/etc/systemd/system/gpucluster-dcgm-policy.service"
 COUNTERS = "/etc/dcgm-exporter/gpucluster-counters.csv"
 DROP_IN = "/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpucluster.conf"
 
 
 def _render(src: str, plan: dict[str, Any], host: str) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        trim_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)
+    return render_role_template("compute", src, plan, host)
 
 
 def _compute_hosts(plan: dict[str, Any]) -> list[str]:

@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
-from conftest import ROOT, load_inventory
+from conftest import ROOT, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
@@ -29,13 +28,7 @@ TEMPLATES = ROOT / "roles" / "fabric" / "templates"
 
 
 def _render(src: str, plan: dict[str, Any], host: str) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        trim_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)
+    return render_role_template("fabric", src, plan, host)
 
 
 def _fabric_files(plan: dict[str, Any], host: str) -> dict[str, str]:
