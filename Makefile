@@ -8,7 +8,7 @@ INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup deps plan test lint unit molecule bench-plan clean
+.PHONY: help setup deps plan test lint unit molecule bench-plan bench-site clean
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
@@ -41,6 +41,11 @@ test: deps lint unit molecule ## the whole suite (CI runs this)
 
 bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
 	$(BIN)/python tests/bench/bench_plan.py
+
+BENCH_SIZES ?= 64,256,1024,4096
+BENCH_BEFORE ?= 64,256
+bench-site: setup ## site.yml's controller stage (plan, per-host views) on generated inventories: time, RSS, bytes per host
+	$(BIN)/python tests/bench/bench_site.py --sizes $(BENCH_SIZES) --before "$(BENCH_BEFORE)"
 
 clean: ## remove build output
 	rm -rf build

@@ -6,16 +6,25 @@ RUNNER_DIR ?= build/runner/$(TIER)
 RUNNER_STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 RUNNER_IDENT ?= $(PLAYBOOK)-$(RUNNER_STAMP)
 RUNNER_ARGS ?=
+SLICES ?=
+PLAN_FILE ?=
+EXPECT_UNCHANGED ?=
 COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 COLLECTION_TARBALL := build/dist/gpucluster-tiers-$(COLLECTION_VERSION).tar.gz
 ANSIBLE_BUILDER ?= $(if $(wildcard $(BIN)/ansible-builder),$(BIN)/ansible-builder,ansible-builder)
 EE_TAG ?= gpucluster-tiers-ee:$(COLLECTION_VERSION)
 
 .PHONY: runner collection ee-context ee docs ci-pipeline
-runner: setup ## playbooks/PLAYBOOK.yml (plan|site|validate) for TIER through ansible-runner; LAB=1 for the lab
+runner: setup ## playbooks/PLAYBOOK.yml (plan|site|validate) for TIER through ansible-runner; LAB=1 for the lab; SLICES=N: site as N parallel compute slices
+ifdef SLICES
+	$(BIN)/python ci/run_slices.py --inventory $(INVENTORY) --dest $(RUNNER_DIR) --playbook $(PLAYBOOK) \
+	  --slices $(SLICES) --ident $(RUNNER_IDENT) $(if $(LAB),--lab $(TIER)) $(if $(PLAN_FILE),--plan-file $(PLAN_FILE)) \
+	  $(if $(EXPECT_UNCHANGED),--expect-unchanged) $(if $(RUNNER_ARGS),--runner-args '$(RUNNER_ARGS)')
+else
 	$(BIN)/python ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
 	$(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
 	  rc=$$?; echo "artifacts: $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT) (status $$(cat $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT)/status 2>/dev/null), rc $$rc)"; exit $$rc
+endif
 
 collection: setup ## build the collection tarball into build/dist/ (galaxy.yml build_ignore keeps it small)
 	mkdir -p build/dist

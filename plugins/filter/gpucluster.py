@@ -3,32 +3,30 @@
 Each filter parses its arguments, calls one engine function and turns a PlanError into
 an AnsibleFilterError that names the inventory field, the value and what is allowed.
 Documentation: ``ansible-doc -t filter gpucluster.tiers.<name>`` (YAML beside this file).
+
+The engine's modules are imported when a filter runs, not when this file loads: ansible-core
+loads every filter file of the collection to find one filter, in every forked worker (one per
+host and task), so a site.yml task reading ``gpucluster_plan`` (host_plan) would otherwise import
+the whole engine per host and task (about 70 ms each).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import (
-    catalog,
-    clocks,
-    cooling,
-    fabric,
-    lustre,
-    nccl,
-    netplan,
-    parallelism,
-    plan,
-    power,
-    storage,
-    tiers,
-    validation,
-)
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
+
+_ENGINE = "ansible_collections.gpucluster.tiers.plugins.module_utils."
+
+
+def _engine(module: str) -> Any:
+    """An engine module (plugins/module_utils/<module>.py), imported on first use."""
+    return import_module(_ENGINE + module)
 
 
 def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -40,10 +38,14 @@ def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: bad arguments: {exc}") from None
 
 
-def _kwargs_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+def _kwargs_filter(name: str, module: str, function: str) -> Callable[..., Any]:
+    """A filter taking a mapping of the arguments of ``function`` of the engine's ``module``
+    (``module`` empty: a function of this file)."""
+
     def run(options: Mapping[str, Any], **more: Any) -> Any:
         if not isinstance(options, Mapping):
             raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be a mapping of the function's arguments")
+        func = getattr(_engine(module), function) if module else globals()[function]
         return _run(name, func, **{**plain(options), **more})
 
     run.__name__ = name
@@ -53,11 +55,50 @@ def _kwargs_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
     """The whole plan from the gpucluster_* variables and the inventory groups."""
     site = {k: v for k, v in plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
-    return _run("cluster_plan", plan.cluster_plan, site, groups)
+    return _run("cluster_plan", _engine("plan").cluster_plan, site, groups)
+
+
+def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:
+    """One host's slice of the plan (module_utils/host_plan.py).
+
+    ``source`` is the plan, or ``hostvars``: then the plan is the controller's ``gpucluster_plan``
+    fact read raw (``HostVars.raw_get``). Reading it as ``hostvars['localhost'].gpucluster_plan``
+    runs the whole plan through the templating engine on every read (ansible-core 2.19,
+    ``HostVarsVars.__getitem__``: about a second per host and task at a thousand nodes). Neither way
+    is the plan converted with plain(): the view refers to the plan's own objects, so no host
+    copies the shared tables."""
+    plan = source
+    if hasattr(source, "raw_get"):  # ansible.vars.hostvars.HostVars
+        facts = source.raw_get(controller)
+        plan = facts.get("gpucluster_plan") if isinstance(facts, Mapping) else None
+        if plan is None:
+            raise AnsibleFilterError(
+                f"gpucluster.tiers.host_plan: {controller} has no gpucluster_plan: run playbooks/tasks/plan.yml first"
+            )
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.host_plan: input must be the plan (a mapping) or hostvars")
+    try:
+        return _engine("host_plan").host_view(plan, str(host))
+    except PlanError as exc:
+        raise AnsibleFilterError(f"gpucluster.tiers.host_plan: {exc}") from None
+
+
+def plan_sha256(plan: Mapping[str, Any]) -> str:
+    """sha256 of the plan's canonical JSON (sorted keys, compact separators).
+
+    A fact's value reaches a filter as a lazy container (ansible-core 2.19) whose nested values are
+    the fact's own, already rendered, containers: unwrapped (``_non_lazy_copy``) they are hashed
+    directly; plain() would re-wrap every nested container on the way (seconds for a large plan)."""
+    unwrap = getattr(plan, "_non_lazy_copy", None)
+    try:
+        return _engine("host_plan").plan_sha256(unwrap() if callable(unwrap) else plan)
+    except (TypeError, ValueError):  # an unrendered lazy value inside: the slow, always-plain way
+        return _run("plan_sha256", _engine("host_plan").plan_sha256, plan)
 
 
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
     """Clock locks and power limit for a GPU model and policy."""
+    catalog, clocks = _engine("catalog"), _engine("clocks")
     return _run(
         "gpu_clocks", lambda m, p, **kw: clocks.gpu_clocks(catalog.gpu_model(m), p, **kw), model, policy, **kwargs
     )
@@ -65,17 +106,23 @@ def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> di
 
 def gpu_model(model: str) -> dict[str, Any]:
     """The catalog entry of a GPU model, with sources."""
+    catalog = _engine("catalog")
     return _run("gpu_model", lambda m: catalog.gpu_model_as_dict(catalog.gpu_model(m)), model)
 
 
 def tier_profile(name: str) -> dict[str, Any]:
     """A reference tier profile (tier1..tier4)."""
+    tiers = _engine("tiers")
     return _run("tier_profile", lambda n: tiers.tier_as_dict(tiers.tier_profile(n)), name)
 
 
 def roce_traffic_class(dscp: int) -> int:
     """NCCL_IB_TC for a RoCE DSCP value (ToS = DSCP*4 + ECT)."""
-    return _run("roce_traffic_class", nccl.roce_traffic_class, dscp)
+    return _run("roce_traffic_class", _engine("nccl").roce_traffic_class, dscp)
+
+
+def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
+    return _engine("validation").validation_floors(tier=_engine("tiers").tier_profile(tier), **kwargs)
 
 
 class FilterModule:
@@ -84,21 +131,20 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "cluster_plan": cluster_plan,
+            "host_plan": host_plan_filter,
+            "plan_sha256": plan_sha256,
             "gpu_model": gpu_model,
             "gpu_clocks": gpu_clocks,
             "tier_profile": tier_profile,
             "roce_traffic_class": roce_traffic_class,
-            "nccl_conf": _kwargs_filter("nccl_conf", nccl.nccl_conf),
-            "lustre_layouts": _kwargs_filter("lustre_layouts", lustre.lustre_layouts),
-            "lustre_client_tunables": _kwargs_filter("lustre_client_tunables", lustre.lustre_client_tunables),
-            "power_budget": _kwargs_filter("power_budget", power.power_budget),
-            "dlc_thresholds": _kwargs_filter("dlc_thresholds", cooling.dlc_thresholds),
-            "storage_sizing": _kwargs_filter("storage_sizing", storage.storage_sizing),
-            "parallelism": _kwargs_filter("parallelism", parallelism.parallelism),
-            "address_plan": _kwargs_filter("address_plan", netplan.address_plan),
-            "expected_cabling": _kwargs_filter("expected_cabling", fabric.expected_cabling),
-            "validation_floors": _kwargs_filter(
-                "validation_floors",
-                lambda tier, **kw: validation.validation_floors(tier=tiers.tier_profile(tier), **kw),
-            ),
+            "nccl_conf": _kwargs_filter("nccl_conf", "nccl", "nccl_conf"),
+            "lustre_layouts": _kwargs_filter("lustre_layouts", "lustre", "lustre_layouts"),
+            "lustre_client_tunables": _kwargs_filter("lustre_client_tunables", "lustre", "lustre_client_tunables"),
+            "power_budget": _kwargs_filter("power_budget", "power", "power_budget"),
+            "dlc_thresholds": _kwargs_filter("dlc_thresholds", "cooling", "dlc_thresholds"),
+            "storage_sizing": _kwargs_filter("storage_sizing", "storage", "storage_sizing"),
+            "parallelism": _kwargs_filter("parallelism", "parallelism", "parallelism"),
+            "address_plan": _kwargs_filter("address_plan", "netplan", "address_plan"),
+            "expected_cabling": _kwargs_filter("expected_cabling", "fabric", "expected_cabling"),
+            "validation_floors": _kwargs_filter("validation_floors", "", "_validation_floors"),
         }

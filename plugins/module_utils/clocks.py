@@ -7,6 +7,11 @@ Policies:
 - ``power_capped``: no clock lock; the power limit is the site's cap.
 Any policy may also set ``power_cap_w``. Settings are volatile (dossier 1.3), so the
 compute role applies them from a oneshot unit at boot.
+
+The power limit a policy asks for (:func:`requested_power_limit`) is not always the one
+applied: in a plan, :func:`power.decide_power_limit` lowers it when the rack budget cannot
+hold it, and :func:`gpu_clocks` takes that decision (``power_limit``) so that ``-pl``, the
+DCGM policy and the power alert all read one value, ``power_limit_w``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError, check_choice, check_range
+from ansible_collections.gpucluster.tiers.plugins.module_utils.power import PowerLimit
 
 POLICIES = ("max_performance", "fixed", "power_capped")
 
@@ -36,6 +42,19 @@ def _power_cap(gpu: GpuModel, cap: Any, field: str) -> int:
     return check_range(cap, field, low, high, integer=True, unit=" W")
 
 
+def requested_power_limit(
+    gpu: GpuModel, policy: str, power_cap_w: Any = None, field: str = "gpucluster_gpu_policy"
+) -> tuple[int, str]:
+    """The per-GPU limit ``policy`` asks for and its source ("site_cap" or "model_default"), before any
+    rack budget; PlanError for a cap outside the model's limits or a power_capped policy without one."""
+    check_choice(policy, f"{field}.clock_policy", POLICIES)
+    if policy == "power_capped" and power_cap_w is None:
+        raise PlanError(f"{field}.power_cap_w", None, "a power limit in W, required by clock_policy power_capped")
+    if power_cap_w is not None:
+        return _power_cap(gpu, power_cap_w, f"{field}.power_cap_w"), "site_cap"
+    return _known(gpu.power_default_w, f"{field}.power_cap_w", "default power limit", gpu), "model_default"
+
+
 def gpu_clocks(
     gpu: GpuModel,
     policy: str,
@@ -43,9 +62,14 @@ def gpu_clocks(
     sm_mhz: int | None = None,
     mem_mhz: int | None = None,
     power_cap_w: int | None = None,
+    power_limit: PowerLimit | None = None,
     field: str = "gpucluster_gpu_policy",
 ) -> dict[str, Any]:
-    """nvidia-smi settings for ``policy`` on ``gpu``; PlanError for anything outside its limits."""
+    """nvidia-smi settings for ``policy`` on ``gpu``; PlanError for anything outside its limits.
+
+    ``power_limit`` is the plan's decision (:func:`power.decide_power_limit`); without it the limit is
+    the one the policy asks for (the site's ``power_cap_w`` or the model default).
+    """
     check_choice(policy, f"{field}.clock_policy", POLICIES)
     notes: list[str] = []
     lock_sm: list[int] | None = None
@@ -72,12 +96,36 @@ def gpu_clocks(
         top_mem = _known(gpu.max_mem_mhz, f"{field}.mem_mhz", "maximum memory clock", gpu)
         mem = check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz")
         lock_mem = [mem, mem]
-    if policy == "power_capped" and power_cap_w is None:
-        raise PlanError(f"{field}.power_cap_w", None, "a power limit in W, required by clock_policy power_capped")
-    if power_cap_w is not None:
-        power = _power_cap(gpu, power_cap_w, f"{field}.power_cap_w")
+    requested, source = requested_power_limit(gpu, policy, power_cap_w, field)
+    reset_power = gpu.power_default_w
+    if power_limit is None:
+        power = requested
+        reason = (
+            f"{field}.power_cap_w sets {power} W per GPU"
+            if source == "site_cap"
+            else f"the {gpu.key} default power limit, {power} W per GPU"
+        )
     else:
-        power = _known(gpu.power_default_w, f"{field}.power_cap_w", "default power limit", gpu)
+        if power_limit.power_limit_w_uncapped != requested:
+            raise PlanError(
+                f"{field}.power_cap_w",
+                power_cap_w,
+                f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
+            )
+        power = power_limit.power_limit_w
+        if power != requested:  # lowered by the rack budget: still never outside the model's limits
+            power = _power_cap(gpu, power, f"{field}.power_cap_w")
+        source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
+        # stopping the unit must not lift the rack over its budget: never reset above what the rack holds
+        reset_power = power_limit.reset_power_limit_w
+    if lock_sm and gpu.power_default_w is not None and power < gpu.power_default_w:
+        # a clock lock does not lift the power limit: NVML nvmlClocksEventReasonSwPowerCap, "the clocks have
+        # been optimized to ensure not to exceed currently set power limits"
+        # (docs.nvidia.com/deploy/nvml-api/api/group__nvmlClocksEventReasons.html)
+        notes.append(
+            f"power limit {power} W is below the {gpu.key} default {gpu.power_default_w} W: under load the "
+            f"GPU may run below the {lock_sm[1]} MHz clock lock (clock event reason SW power cap)"
+        )
     apply_args = ["-pm 1"]
     reset_args = []
     if lock_sm:
@@ -87,14 +135,16 @@ def gpu_clocks(
         apply_args.append(f"-lmc {lock_mem[0]},{lock_mem[1]}")
         reset_args.append("-rmc")
     apply_args.append(f"-pl {power}")
-    if gpu.power_default_w is not None:
-        reset_args.append(f"-pl {gpu.power_default_w}")
+    if reset_power is not None:
+        reset_args.append(f"-pl {reset_power}")
     return {
         "policy": policy,
         "persistence": True,
         "lock_gpu_clocks": lock_sm,
         "lock_memory_clocks": lock_mem,
         "power_limit_w": power,
+        "power_limit_source": source,
+        "power_limit_reason": reason,
         "apply_args": apply_args,
         "reset_args": reset_args,
         "notes": notes,

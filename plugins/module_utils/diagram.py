@@ -224,13 +224,15 @@ def power_svg(plan: dict[str, Any]) -> str:
     """An SVG bar chart: planned power per rack (GPU and base load) against the rack budget,
     and, for direct liquid cooling, the loop's flow and temperature alarms."""
     pw, cool, cluster = plan["power"], plan["cooling"], plan["cluster"]
-    gpu_node = float(pw["gpu_load_kw_per_node"])
-    base_node = float(pw["node_kw"]) - gpu_node
-    fitted_node = float(pw.get("node_kw_fitted") or pw["node_kw"])
+    # bars: the load at the power limit the GPU policy asked for; the black line: the applied (capped) load
+    gpu_node = float(pw.get("gpu_load_kw_per_node_uncapped", pw["gpu_load_kw_per_node"]))
+    uncapped_node = float(pw.get("node_kw_uncapped", pw["node_kw"]))
+    base_node = uncapped_node - gpu_node
+    fitted_node = float(pw["node_kw"])
     budget = float(pw["rack_budget_kw"])
     bars = _rack_groups(int(cluster["compute_nodes"]), int(pw["nodes_per_rack"]))
     width, left, top, chart_h, bar_w, gap = 720, 70, 84, 260, 56, 28
-    peak = max([budget, *(n * float(pw["node_kw"]) for _, _, n in bars)])
+    peak = max([budget, *(n * uncapped_node for _, _, n in bars)])
     scale_max = max(1.0, math.ceil(peak * 1.15 / 5) * 5)
     width = max(width, left + 40 + len(bars) * (bar_w + gap) + 180)
 
@@ -292,7 +294,8 @@ def power_svg(plan: dict[str, Any]) -> str:
         body.append(f'<text x="{lx + 18}" y="{top - 12}">{_x(capped)}</text>')
 
     lines = [
-        f"node {_num(pw['node_kw'])} kW = GPUs {_num(gpu_node)} kW + base {_num(round(base_node, 4))} kW; "
+        f"node {_num(pw['node_kw'])} kW = GPUs {_num(pw['gpu_load_kw_per_node'])} kW "
+        f"+ base {_num(round(base_node, 4))} kW; "
         f"total {_num(pw['total_kw'])} kW; {_num(pw['nodes_per_circuit'])} node(s) per "
         f"{_num(pw['circuit_kw'])} kW circuit",
     ]

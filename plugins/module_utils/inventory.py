@@ -26,6 +26,8 @@ TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
 STORAGE_TYPES = ("local_nvme", "nfs", "lustre")
 NIC_PURPOSES = ("compute", "storage", "management")
 CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
+#: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
+NCCL_TOPOLOGIES = ("detect", "file")
 PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -46,6 +48,7 @@ class Nic:
     width: str = "4x"
     pci_bus: str | None = None
     numa_node: int | None = None
+    pcie_switch: str | None = None  # PCI address of the PCIe switch (upstream bridge) it sits under
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Gpu:
     pci_bus: str
     numa_node: int
     nic: str | None
+    pcie_switch: str | None = None  # as Nic.pcie_switch; GPU i and its NIC share one on a DGX-class node
 
 
 @dataclass
@@ -70,6 +74,8 @@ class Node:
     psu_count: int | None = None
     psu_rating_w: float | None = None
     gpu_temp_limits: dict[str, Any] | None = None
+    nccl_topology: str = "detect"  # detect | file: whether the plan writes an NCCL_TOPO_FILE
+    pcie_gen: int = 5  # PCIe generation of the GPU/NIC links, for a topology file's link_speed
 
     def nics_for(self, purpose: str) -> list[Nic]:
         return [n for n in self.nics if n.purpose == purpose]
@@ -168,6 +174,20 @@ def hosts_from_groups(groups: dict[str, list[str]]) -> list[Host]:
     return [Host(name, sorted(r)) for name, r in sorted(roles.items(), key=order)]
 
 
+def _pcie_switch(item: dict[str, Any], field: str) -> str | None:
+    """The optional ``pcie_switch`` of a GPU or NIC: a PCI address, stored lower-case as NCCL writes bus ids."""
+    switch = item.get("pcie_switch")
+    if switch is None:
+        return None
+    require(
+        isinstance(switch, str) and bool(PCI_BUS.match(switch)),
+        f"{field}.pcie_switch",
+        switch,
+        "the PCI address DDDD:BB:DD.F of the PCIe switch's upstream bridge (lspci -t / nvidia-smi topo -m)",
+    )
+    return switch.lower()
+
+
 def _node(raw: dict[str, Any]) -> Node:
     p = "gpucluster_node"
     sec = _section(raw, p)
@@ -194,7 +214,17 @@ def _node(raw: dict[str, Any]) -> Node:
         if numa is not None:
             numa = check_range(numa, f"{f}.numa_node", 0, 63, integer=True)
         nics.append(
-            Nic(name, str(item.get("netdev", name)), purpose, rail, rate, str(item.get("width", "4x")), bus, numa)
+            Nic(
+                name,
+                str(item.get("netdev", name)),
+                purpose,
+                rail,
+                rate,
+                str(item.get("width", "4x")),
+                bus,
+                numa,
+                _pcie_switch(item, f),
+            )
         )
     rails = [n.rail for n in nics if n.purpose == "compute"]
     require(len(rails) == len(set(rails)), f"{p}.nics", rails, "one compute NIC per rail (rails must not repeat)")
@@ -208,7 +238,7 @@ def _node(raw: dict[str, Any]) -> Node:
         numa = check_range(_get(item, f, "numa_node"), f"{f}.numa_node", 0, 63, integer=True)
         nic = item.get("nic")
         require(nic is None or nic in seen, f"{f}.nic", nic, "the name of a NIC listed in gpucluster_node.nics")
-        gpus.append(Gpu(idx, bus, numa, nic))
+        gpus.append(Gpu(idx, bus, numa, nic, _pcie_switch(item, f)))
     if gpus:
         require(
             sorted(g.index for g in gpus) == list(range(gpus_per_node)),
@@ -230,6 +260,9 @@ def _node(raw: dict[str, Any]) -> Node:
         psu_count=sec.get("psu_count"),
         psu_rating_w=sec.get("psu_rating_w"),
         gpu_temp_limits=limits if isinstance(limits, dict) else None,
+        nccl_topology=check_choice(_get(sec, p, "nccl_topology", "detect"), f"{p}.nccl_topology", NCCL_TOPOLOGIES),
+        # PCIe Gen5 x16: H100 SXM and ConnectX-7 (Azure's H100 topo file, azhpc-images topology/ndv5-topo.xml)
+        pcie_gen=check_range(_get(sec, p, "pcie_gen", 5), f"{p}.pcie_gen", 3, 6, integer=True),
     )
 
 

@@ -31,6 +31,7 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils import (
     parallelism,
     power,
     report,
+    rollout,
     slurm,
     storage,
     system,
@@ -44,7 +45,8 @@ SCHEMA_VERSION = 1
 NCCL_TOPO_FILE = "/etc/nccl/topo.xml"
 
 
-def _gpu(site: Site) -> dict[str, Any]:
+def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
+    """The GPU model, its clocks at the power limit the power plan decided, and its temperatures."""
     model = catalog.gpu_model(site.node.gpu_model)
     policy = site.gpu_policy
     plan_clocks = clocks.gpu_clocks(
@@ -53,20 +55,31 @@ def _gpu(site: Site) -> dict[str, Any]:
         sm_mhz=policy.get("sm_mhz"),
         mem_mhz=policy.get("mem_mhz"),
         power_cap_w=policy.get("power_cap_w"),
+        power_limit=power.PowerLimit.from_dict(pw),
     )
     temps = cooling.gpu_temperature_thresholds(model, override=site.node.gpu_temp_limits)
     return {"model": catalog.gpu_model_as_dict(model), "clocks": plan_clocks, "temperature": temps}
 
 
-def _power(site: Site, gpu: dict[str, Any]) -> dict[str, Any]:
-    fac, model = site.facility, gpu["model"]
+def _power(site: Site) -> dict[str, Any]:
+    """Node/rack power at the applied GPU limit: the policy's limit, lowered when the rack cannot hold it.
+
+    This is where the GPU power limit is decided (power.decide_power_limit); _gpu applies it.
+    """
+    fac, model = site.facility, catalog.gpu_model(site.node.gpu_model)
+    policy = site.gpu_policy
     p = "gpucluster_facility"
+    requested_w, requested_source = clocks.requested_power_limit(
+        model, policy["clock_policy"], policy.get("power_cap_w")
+    )
     return power.power_budget(
         nodes=len(site.compute_hosts),
         gpus_per_node=site.node.gpus_per_node,
-        gpu_power_w=gpu["clocks"]["power_limit_w"],
-        gpu_min_w=model["power_min_w"],
-        gpu_max_w=model["power_max_w"],
+        gpu_power_w=requested_w,
+        gpu_power_source=requested_source,
+        gpu_default_w=model.power_default_w,
+        gpu_min_w=model.power_min_w,
+        gpu_max_w=model.power_max_w,
         base_power_w=site.node.base_power_w,
         racks=check_range(fac.get("racks", 1), f"{p}.racks", 1, 10000, integer=True),
         rack_budget_kw=fac.get("rack_power_budget_kw"),
@@ -78,6 +91,7 @@ def _power(site: Site, gpu: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cooling(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
+    """The DLC loop of the fullest rack, sized for the heat it makes at the APPLIED GPU power limit."""
     fac = site.facility
     return cooling.dlc_thresholds(
         cooling=fac.get("cooling", "air"),
@@ -201,9 +215,24 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
+    """/etc/nccl.conf, and NCCL_TOPO_FILE only when the site opts in (gpucluster_node.nccl_topology: file).
+
+    On bare metal NCCL's detection from sysfs sees the real PCIe switches; a file replaces that PCI tree
+    (nccl.py), so the reference tiers write none.
+    """
     ftype = fab["type"]
+    choice = site.node.nccl_topology
     if ftype == "none":
-        return {"enabled": False, "conf": {}, "conf_text": "", "topology_xml": "", "topo_file": None}
+        return {
+            "enabled": False,
+            "conf": {},
+            "conf_text": "",
+            "topology": choice,
+            "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
+            "topology_xml": "",
+            "topo_file": None,
+        }
+    topo_file = NCCL_TOPO_FILE if choice == "file" else None
     mgmt_if = (site.network.get("management") or {}).get("interface", "eth0")
     conf = nccl.nccl_conf(
         fabric_type=ftype,
@@ -213,19 +242,38 @@ def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
         nodes=len(site.compute_hosts),
         roce=fab["roce"],
         ib_service_level=(fab["infiniband"] or {}).get("service_level"),
-        topo_file=NCCL_TOPO_FILE,
+        topo_file=topo_file,
     )
     if fab["roce"]:
         # the ToS the hosts' RoCE setup uses (fabric_host.roce_settings): one value, never two
         conf["NCCL_IB_TC"] = str(fab["roce"]["traffic_class"])
-    gpus = [vars(g) for g in site.node.gpus]
-    nics = [vars(n) for n in site.node.nics if n.pci_bus]
+    xml = ""
+    if topo_file:
+        require(
+            ftype in ("infiniband", "roce"),
+            "gpucluster_node.nccl_topology",
+            choice,
+            "detect when gpucluster_fabric.type is tcp (the file places RDMA NICs)",
+        )
+        xml = nccl.nccl_topology_xml(
+            gpus=[vars(g) for g in site.node.gpus],
+            nics=[vars(n) for n in site.node.nics],  # all of them: error fields index gpucluster_node.nics
+            fabric_type=ftype,
+            pcie_gen=site.node.pcie_gen,
+        )
+    reason = (
+        f"{topo_file} from the inventory's PCIe switches (gpucluster_node.nccl_topology: file)"
+        if topo_file
+        else "NCCL detects the PCI tree from sysfs (gpucluster_node.nccl_topology: detect); no NCCL_TOPO_FILE"
+    )
     return {
         "enabled": True,
         "conf": conf,
         "conf_text": nccl.nccl_conf_text(conf),
-        "topology_xml": nccl.nccl_topology_xml(gpus=gpus, nics=nics, fabric_type=ftype) if gpus else "",
-        "topo_file": NCCL_TOPO_FILE,
+        "topology": choice,
+        "topology_reason": reason,
+        "topology_xml": xml,
+        "topo_file": topo_file,  # None: no file (the compute role removes a stale one)
     }
 
 
@@ -310,8 +358,8 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
     site = load_site(site_vars, groups)
     tier = tiers.tier_profile(site.tier)
     nodes = len(site.compute_hosts)
-    gpu = _gpu(site)
-    pw = _power(site, gpu)
+    pw = _power(site)  # decides the GPU power limit (rack budget vs. policy)
+    gpu = _gpu(site, pw)  # applies it: -pl, and the value DCGM and the power alert read
     fab = _fabric(site, tier)
     addresses = netplan.address_plan(
         pools=site.network,
@@ -382,6 +430,8 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
                     unit["mtu"] = fab["roce"]["mtu"]
     plan["files"] = files_manifest(plan)
     plan["report"] = report.report_sections(plan)
+    plan["report_summary"] = report.report_summary(plan)
+    plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
     return plan
 
 
@@ -406,7 +456,7 @@ FILES: list[dict[str, Any]] = [
         "if": "lab_chrony",
     },
     {"role": "compute", "src": "nccl.conf.j2", "dest": "/etc/nccl.conf", "on": "compute", "if": "nccl"},
-    {"role": "compute", "src": "nccl-topo.xml.j2", "dest": NCCL_TOPO_FILE, "on": "compute", "if": "nccl"},
+    {"role": "compute", "src": "nccl-topo.xml.j2", "dest": NCCL_TOPO_FILE, "on": "compute", "if": "nccl_topo"},
     {
         "role": "compute",
         "src": "gpucluster-gpu-clocks.service.j2",
@@ -562,6 +612,7 @@ def files_manifest(plan: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         "roce": bool(fabric_hosts.get("roce_hosts")),
         "lab_chrony": plan["time"]["no_clock_control"],
         "nccl": plan["nccl"]["enabled"],
+        "nccl_topo": bool(plan["nccl"].get("topo_file")),
         "topology": bool(plan["fabric"]["topology_conf"]),
         "lustre": plan["storage"]["type"] == "lustre",
         "nfs_kernel": (plan["storage"].get("nfs") or {}).get("server_impl") == "kernel",

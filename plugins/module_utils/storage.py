@@ -65,6 +65,16 @@ def storage_sizing(
         "fits_rated": None if rated_write_gbps is None else required <= rated_write_gbps,
         "full_day_cost_usd": round(gpus * 24 * cost, 2),
         "idle_cost_per_day_usd": round(gpus * 24 * cost * wait, 2),
+        # the inputs, so the report can show every formula with its values (report.py)
+        "inputs": {
+            "model_params_b": params,
+            "bytes_per_param": bpp,
+            "interval_min": interval,
+            "overlap_target": overlap,
+            "gpus": gpus,
+            "gpu_hour_cost_usd": cost,
+            "io_wait_fraction": wait,
+        },
     }
 
 

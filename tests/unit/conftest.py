@@ -57,3 +57,17 @@ def render_role_template(role: str, src: str, plan: dict[str, Any], host: str) -
         undefined=jinja2.StrictUndefined,
     )
     return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)
+
+
+def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any], host: str) -> str:
+    """:func:`render_role_template` for templates that use ansible.builtin's core filters (to_nice_json, ...)."""
+    from ansible.plugins.filter.core import FilterModule
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(ROOT / "roles" / role / "templates")),
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(FilterModule().filters())
+    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)

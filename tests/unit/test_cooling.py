@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from conftest import load_inventory
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +17,7 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.cooling import (
     gpu_temperature_thresholds,
 )
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.module_utils.plan import cluster_plan
 
 
 def test_tiers_md_flow_correction() -> None:
@@ -71,3 +75,19 @@ def test_models_without_limits_need_the_inventory() -> None:
 @given(heat=st.floats(0.1, 500), dt=st.floats(1, 30))
 def test_flow_and_delta_t_are_inverse(heat: float, dt: float) -> None:
     assert delta_t_for(heat, flow_for(heat, dt)) == pytest.approx(dt)
+
+
+def test_the_loop_is_sized_for_the_capped_rack() -> None:
+    """A rack the budget caps makes the heat of its GPUs at the applied limit, not at the model default."""
+    site, groups = load_inventory("tier4")
+    site = copy.deepcopy(site)
+    site["gpucluster_facility"] = {
+        **site["gpucluster_facility"],
+        **{"racks": 2, "rack_power_budget_kw": 30, "pdu_rating_kw": 30, "cooling": "dlc", "coolant_delta_t_k": 10},
+    }
+    plan = cluster_plan(site, groups)
+    pw, cool = plan["power"], plan["cooling"]
+    assert pw["capped"] and plan["gpu"]["clocks"]["power_limit_w"] == 362  # 4 nodes per rack, as the issue
+    assert cool["heat_load_kw"] == pytest.approx(pw["rack_kw"], abs=1e-3) and cool["heat_load_kw"] <= 30
+    assert cool["required_flow_lpm"] == pytest.approx(flow_for(pw["rack_kw"], 10), abs=0.1)
+    assert cool["required_flow_lpm"] < flow_for(pw["rack_kw_uncapped"], 10)

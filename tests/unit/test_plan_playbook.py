@@ -69,3 +69,55 @@ def test_plan_files_are_byte_identical_to_the_template_module(tmp_path: Path) ->
         assert files, host
         for rel in files:
             assert (planned / "tier3" / "hosts" / host / rel).read_bytes() == (direct / rel).read_bytes(), rel
+
+
+def test_plan_sha256_and_a_precomputed_plan(tmp_path: Path) -> None:
+    """make plan writes plan.sha256; a run loading plan.json records the same sha256, accepts it as
+    expected, refuses another, and every host reads only its own slice."""
+    from ansible_collections.gpucluster.tiers.plugins.module_utils.host_plan import plan_sha256
+
+    run = _run("-i", "inventories/tier2", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}")
+    assert run.returncode == 0, run.stdout[-3000:]
+    plan_json = tmp_path / "tier2" / "plan.json"
+    digest = (tmp_path / "tier2" / "plan.sha256").read_text().strip()
+    assert digest == plan_sha256(json.loads(plan_json.read_text()))
+    assert f"sha256 {digest} (computed)" in run.stdout
+
+    loaded = _run(
+        "-i", "inventories/tier2", "tests/playbooks/plan_only.yml",
+        "-e", f"gpucluster_plan_file={plan_json}", "-e", f"gpucluster_plan_sha256_expected={digest}",
+    )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stdout[-3000:]
+    assert f"SHA256={digest}" in loaded.stdout and f"loaded from {plan_json}" in loaded.stdout
+    assert "BATCH=25%" in loaded.stdout
+    assert "VIEW compute01 hosts=compute01 files=compute01" in loaded.stdout
+
+    wrong = _run(
+        "-i", "inventories/tier2", "tests/playbooks/plan_only.yml",
+        "-e", f"gpucluster_plan_file={plan_json}", "-e", "gpucluster_plan_sha256_expected=" + "0" * 64,
+    )  # fmt: skip
+    assert wrong.returncode != 0
+    assert f"The plan's sha256 is {digest}, not the expected {'0' * 64}" in wrong.stdout
+    assert "VIEW" not in wrong.stdout
+
+
+def test_a_plan_of_another_inventory_is_refused(tmp_path: Path) -> None:
+    assert (
+        _run("-i", "inventories/tier1", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}").returncode == 0
+    )
+    run = _run(
+        "-i", "inventories/tier3", "tests/playbooks/plan_only.yml",
+        "-e", f"gpucluster_plan_file={tmp_path / 'tier1' / 'plan.json'}",
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "is not a plan (schema 1) of this inventory's hosts" in run.stdout
+
+
+def test_bad_rollout_stops_before_any_host(tmp_path: Path) -> None:
+    inv = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "tier1", inv)
+    (inv / "group_vars" / "all" / "rollout.yml").write_text("gpucluster_rollout:\n  batch_size: 0\n")
+    run = _run("-i", str(inv), "site.yml", "-e", "ansible_host=192.0.2.1")
+    assert run.returncode != 0
+    assert "inventory field 'gpucluster_rollout.batch_size': value 0 is not allowed" in run.stdout
+    assert "compute01" not in run.stdout.split("PLAY RECAP")[-1]
