@@ -48,26 +48,32 @@ def tier3() -> tuple[dict[str, Any], dict[str, list[str]]]:
     return copy.deepcopy(site), groups
 
 
-def render_role_template(role: str, src: str, plan: dict[str, Any], host: str) -> str:
-    """A role template rendered with the plan, as the role renders it (trim_blocks, strict)."""
+def render_role_template(
+    role: str,
+    src: str,
+    plan: dict[str, Any],
+    host: str,
+    *,
+    core_filters: bool = False,
+    undefined: type[jinja2.Undefined] = jinja2.StrictUndefined,
+    **extra: Any,
+) -> str:
+    """A role template rendered with the plan, as the role renders it (trim_blocks, strict).
+
+    ``core_filters``: ansible.builtin's core filters too (to_nice_json, ...); ``extra``: other variables."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(ROOT / "roles" / role / "templates")),
         trim_blocks=True,
         keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
+        undefined=undefined,
     )
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)
+    if core_filters:
+        from ansible.plugins.filter.core import FilterModule
+
+        env.filters.update(FilterModule().filters())
+    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host, **extra)
 
 
 def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any], host: str) -> str:
     """:func:`render_role_template` for templates that use ansible.builtin's core filters (to_nice_json, ...)."""
-    from ansible.plugins.filter.core import FilterModule
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(ROOT / "roles" / role / "templates")),
-        trim_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(FilterModule().filters())
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host)
+    return render_role_template(role, src, plan, host, core_filters=True)

@@ -12,7 +12,7 @@ import jinja2
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from conftest import ROOT, TIERS, load_inventory
+from conftest import ROOT, TIERS, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
@@ -47,16 +47,9 @@ def _at(tree: Any, path: str) -> Any:
 def _render(role: str, src: str, plan: dict[str, Any], host: str, item: dict[str, Any]) -> str:
     """A role template as the role renders it; variables other than the plan render empty, so a
     difference between the view and the whole plan shows in the output."""
-    from ansible.plugins.filter.core import FilterModule as CoreFilters
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(ROOT / "roles" / role / "templates")),
-        trim_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.ChainableUndefined,
+    return render_role_template(
+        role, src, plan, host, core_filters=True, undefined=jinja2.ChainableUndefined, item=item
     )
-    env.filters.update(CoreFilters().filters())
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host, item=item)
 
 
 @pytest.mark.parametrize("tier", TIERS)

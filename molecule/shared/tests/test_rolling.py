@@ -45,13 +45,16 @@ def _converge(lab: Path, log: Path, batch_size: str) -> subprocess.CompletedProc
     for inv in inventories:
         argv += ["-i", str(inv)]
     argv += ["--limit", "compute:localhost", "-e", json.dumps({"gpucluster_rollout": {"batch_size": batch_size}})]
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    # molecule exports ANSIBLE_FORCE_COLOR, which wins over ANSIBLE_NOCOLOR: drop it (plain text)
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}
+    env.update({"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"})
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     log.write_text(proc.stdout + proc.stderr)
     return proc
 
 
 def _recap(out: str) -> dict[str, dict[str, int]]:
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # colour codes, should any remain
     rows = re.findall(r"^(\S+)\s+:\s+(ok=.*)$", out, re.MULTILINE)
     return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", stats)} for host, stats in rows}
 
