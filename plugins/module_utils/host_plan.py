@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
 
 #: Node-proportional tables, referenced (never copied) by the hosts that render them.
 SHARED: tuple[str, ...] = (
@@ -153,21 +154,11 @@ def view_sizes(view: Mapping[str, Any], *, shared: bool = True) -> tuple[int, in
     return len(canonical_json(unique)), shared_bytes
 
 
-def _canonical(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
-
-
 def canonical_json(plan: Any) -> str:
     """The plan as canonical JSON: keys as strings and sorted, compact separators, UTF-8 text.
 
     Equal for a plan and for the same plan read back from plan.json (JSON has string keys only)."""
-    return json.dumps(_canonical(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def plan_sha256(plan: Any) -> str:
