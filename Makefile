@@ -6,49 +6,74 @@ BIN := $(VENV)/bin
 TIER ?= tier3
 INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-export PATH := $(CURDIR)/$(BIN):$(PATH)
+export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup deps plan test lint unit molecule bench-plan bench-site clean
+.PHONY: help setup setup-collections deps plan test lint sanity unit integration molecule bench-plan bench-site clean
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-setup: $(VENV)/.stamp ## make .venv with the pinned toolchain (pyproject.toml)
+setup: $(VENV)/.stamp setup-collections ## make .venv with the pinned toolchain (pyproject.toml) and the declared collections
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PYTHON) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > $(VENV)/requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	@# an older toolchain installed the whole `ansible` bundle; its collections would hide a missing declaration
+	if $(BIN)/pip show --quiet ansible >/dev/null 2>&1; then $(BIN)/pip uninstall --quiet --yes ansible; fi
 	touch $@
 
+# galaxy.yml's dependencies into .collections/runtime, the lab's (lab/requirements.yml) into
+# .collections/lab: ansible.cfg searches only these (and the in-place link collections/). Copied
+# from the wheel of the pinned `ansible` release, downloaded once into COLLECTIONS_CACHE (PyPI,
+# not Galaxy); a second run only reads their MANIFEST.json files.
+COLLECTIONS_CACHE ?= .cache/ansible-release
+setup-collections: $(VENV)/.stamp ## install exactly the declared collections into .collections/ (tools/setup/install_collections.py)
+	$(BIN)/python tools/setup/install_collections.py galaxy.yml --dest .collections/runtime --cache $(COLLECTIONS_CACHE)
+	$(BIN)/python tools/setup/install_collections.py lab/requirements.yml --dest .collections/lab --also galaxy.yml \
+	  --cache $(COLLECTIONS_CACHE)
+
 deps: ## install the Debian packages the suite needs (tests/host-packages.txt; root, skipped when present)
-	bash lab/host_deps.sh tests/host-packages.txt
+	bash tools/setup/host_deps.sh tests/host-packages.txt
 
 plan: setup ## write build/plan/<name>/ (plan.json, report.md, hosts/) for TIER=tierN or INVENTORY=path
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/plan.yml
 
-lint: setup ## ruff and ansible-lint (production profile)
+lint: setup ## ruff, ansible-lint (production profile), antsibull-changelog lint, ansible-test sanity
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/python tools/sanity/run.py $(SANITY_ARGS)
+
+# ansible-test must run from a folder named ansible_collections/gpucluster/tiers (the in-place
+# link resolves to the repository); tools/sanity/run.py builds the collection, unpacks it into
+# such a temporary folder with tests/config.yml and tests/sanity/, and runs the sanity tests for
+# Python 3.11 (the controller's; tests/config.yml: modules need >= 3.10). The first run takes
+# ~5 min (a venv per test, cached in ~/.ansible/test), later ones ~2 min.
+sanity: setup ## ansible-test sanity on the built collection (tools/sanity/run.py; SANITY_ARGS=--test pylint ...)
+	$(BIN)/python tools/sanity/run.py $(SANITY_ARGS)
 
 unit: setup ## pytest: engine, filters, modules, parsers
 	$(BIN)/pytest
 
+integration: setup ## the built tarball installed elsewhere: dependencies, plan playbook by FQCN (tests/integration)
+	$(BIN)/pytest tests/integration
+
 TIERS ?= tier1 tier2 tier3 tier4
 molecule: setup lab-images ## molecule scenarios (create, converge, idempotence, verify, destroy) for TIERS
-	$(BIN)/python lab/molecule_suite.py $(TIERS)
+	$(BIN)/python tools/lab/molecule_suite.py $(TIERS)
 
-test: deps lint unit molecule ## the whole suite (CI runs this)
+test: deps lint unit integration molecule ## the whole suite (CI runs this)
 
 bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
-	$(BIN)/python tests/bench/bench_plan.py
+	$(BIN)/python tools/bench/bench_plan.py
 
 BENCH_SIZES ?= 64,256,1024,4096
 BENCH_BEFORE ?= 64,256
 bench-site: setup ## site.yml's controller stage (plan, per-host views) on generated inventories: time, RSS, bytes per host
-	$(BIN)/python tests/bench/bench_site.py --sizes $(BENCH_SIZES) --before "$(BENCH_BEFORE)"
+	$(BIN)/python tools/bench/bench_site.py --sizes $(BENCH_SIZES) --before "$(BENCH_BEFORE)"
 
 clean: ## remove build output
 	rm -rf build
 
--include lab/lab.mk
--include mk/ci.mk
+# more targets, one folder: mk/lab.mk (the container lab), mk/ci.mk (runner, collection, EE, docs)
+include mk/lab.mk mk/ci.mk

@@ -1,5 +1,5 @@
 # CI, execution environment, collection and docs targets (included by the root Makefile).
-# Uses BIN, TIER, INVENTORY and the setup target from it. See docs/guide.md, ci/runner/README.md.
+# Uses BIN, TIER, INVENTORY and the setup target from it. See docs/guide.md, tools/ci/runner/README.md.
 PLAYBOOK ?= plan
 LAB ?=
 RUNNER_DIR ?= build/runner/$(TIER)
@@ -17,11 +17,11 @@ EE_TAG ?= gpucluster-tiers-ee:$(COLLECTION_VERSION)
 .PHONY: runner collection ee-context ee docs ci-pipeline
 runner: setup ## playbooks/PLAYBOOK.yml (plan|site|validate) for TIER through ansible-runner; LAB=1 for the lab; SLICES=N: site as N parallel compute slices
 ifdef SLICES
-	$(BIN)/python ci/run_slices.py --inventory $(INVENTORY) --dest $(RUNNER_DIR) --playbook $(PLAYBOOK) \
+	$(BIN)/python tools/ci/run_slices.py --inventory $(INVENTORY) --dest $(RUNNER_DIR) --playbook $(PLAYBOOK) \
 	  --slices $(SLICES) --ident $(RUNNER_IDENT) $(if $(LAB),--lab $(TIER)) $(if $(PLAN_FILE),--plan-file $(PLAN_FILE)) \
 	  $(if $(EXPECT_UNCHANGED),--expect-unchanged) $(if $(RUNNER_ARGS),--runner-args '$(RUNNER_ARGS)')
 else
-	$(BIN)/python ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
+	$(BIN)/python tools/ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
 	$(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
 	  rc=$$?; echo "artifacts: $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT) (status $$(cat $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT)/status 2>/dev/null), rc $$rc)"; exit $$rc
 endif
@@ -37,8 +37,8 @@ ee: collection ## build the execution environment image EE_TAG (ansible-builder 
 	$(ANSIBLE_BUILDER) build --file execution-environment.yml --context build/ee --tag $(EE_TAG) \
 	  $(if $(EE_BASE_IMAGE),--build-arg EE_BASE_IMAGE=$(EE_BASE_IMAGE))
 
-docs: setup ## regenerate docs/settings.md from the engine (tests/unit/test_docs.py keeps it current)
-	$(BIN)/python tests/docs/gen_settings.py --output docs/settings.md
+docs: setup ## regenerate docs/settings.md from the engine (tests/unit/repo/test_docs.py keeps it current)
+	$(BIN)/python tools/docs/gen_settings.py --output docs/settings.md
 
-ci-pipeline: ## the example CI pipeline: plan, lab converge (twice), validate, artifacts (ci/pipeline.sh)
-	TIER=$(TIER) bash ci/pipeline.sh
+ci-pipeline: ## the example CI pipeline: plan, lab converge (twice), validate, artifacts (tools/ci/pipeline.sh)
+	TIER=$(TIER) bash tools/ci/pipeline.sh

@@ -1,6 +1,6 @@
 """Build the acceptance report on the controller from the results the validate play collected.
 
-The gates themselves are pure (module_utils/acceptance.py); this action only turns Ansible's
+The gates themselves are pure (plugin_utils/validation/acceptance.py); this action only turns Ansible's
 containers into plain data, calls them, and writes report.json, report.md and the raw tool
 outputs under ``dest``. No host is contacted.
 """
@@ -16,8 +16,8 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import acceptance
-from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
 
 
 def _raw_files(hosts: dict[str, Any], cluster: dict[str, Any]) -> dict[str, str]:

@@ -17,6 +17,23 @@ from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 
 
+def _inside(root: str, relative: str) -> str:
+    """``relative`` joined under ``root``; refuse a destination that resolves outside it.
+
+    A file name comes from the plan (a NIC's netdev, a unit name): ``x/../../tmp/somewhere`` must not
+    make a controller run write outside the output root, whatever the inventory checks let through.
+    Symbolic links are resolved (realpath), so a link inside the root cannot lead out either.
+    """
+    base = os.path.realpath(root)
+    dest = os.path.realpath(os.path.join(base, str(relative).lstrip("/")))
+    if os.path.commonpath([base, dest]) != base or dest == base:
+        raise AnsibleActionFail(
+            f"render_files: destination {relative!r} resolves to {dest}, outside the output root {base}; "
+            "refusing to write it (a file name in the plan has '..' or a link out of the root)"
+        )
+    return dest
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -34,7 +51,7 @@ class ActionModule(ActionBase):
             source = os.path.join(template_root, item["role"], "templates", item["src"])
             if not os.path.isfile(source):
                 raise AnsibleActionFail(f"no template {source}")
-            dest = os.path.join(root, item["dest"].lstrip("/"))
+            dest = _inside(root, item["dest"])
             data = trust_as_template(self._loader.get_text_file_contents(source))
             variables = dict(task_vars)
             variables["item"] = item

@@ -1,6 +1,6 @@
 """Filters that draw the plan: fabric_dot, power_svg and markdown_html.
 
-Thin wrappers around :mod:`diagram` (pure functions of the plan); the plan play writes
+Thin wrappers around plugin_utils/report/diagram.py and html.py (pure); the plan play writes
 their text to build/plan/<name>/fabric.dot, power.svg and report.html.
 Documentation: ``ansible-doc -t filter gpucluster.tiers.<name>`` (YAML beside this file).
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import diagram
-from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import diagram
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html as report_html
 
 
 def _plan(name: str, plan: Any) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def markdown_html(markdown: str, title: str = "Cluster plan") -> str:
     """report.md as one HTML page."""
     if not isinstance(markdown, str):
         raise AnsibleFilterError("gpucluster.tiers.markdown_html: input must be Markdown text")
-    return diagram.markdown_html(str(markdown), str(title))
+    return report_html.markdown_html(str(markdown), str(title))
 
 
 class FilterModule:

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
+import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 
-_ENGINE = "ansible_collections.gpucluster.tiers.plugins.module_utils."
+_ENGINE = "ansible_collections.gpucluster.tiers.plugins.plugin_utils."
 
 
 def _engine(module: str) -> Any:
-    """An engine module (plugins/module_utils/<module>.py), imported on first use."""
+    """An engine module (``package.module``: plugins/plugin_utils/<package>/<module>.py), imported on first use."""
     return import_module(_ENGINE + module)
 
 
@@ -52,14 +54,30 @@ def _kwargs_filter(name: str, module: str, function: str) -> Callable[..., Any]:
     return run
 
 
+#: The collection's root (this file is plugins/filter/gpucluster.py), in the repository and installed.
+COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+
+
+def role_files(root: Path = COLLECTION_ROOT) -> dict[str, Any]:
+    """Each role's file list: ``roles/<role>/vars/files.yml``, key ``<role>_files``, roles by name.
+
+    The engine does no I/O: the lists are read here and passed to cluster_plan, which checks them."""
+    out: dict[str, Any] = {}
+    for path in sorted(root.glob("roles/*/vars/files.yml")):
+        role = path.parent.parent.name
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        out[role] = data.get(f"{role}_files") if isinstance(data, Mapping) else data
+    return out
+
+
 def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
-    """The whole plan from the gpucluster_* variables and the inventory groups."""
+    """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists."""
     site = {k: v for k, v in plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
-    return _run("cluster_plan", _engine("plan").cluster_plan, site, groups)
+    return _run("cluster_plan", _engine("plan.assembly").cluster_plan, site, groups, role_files())
 
 
 def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:
-    """One host's slice of the plan (module_utils/host_plan.py).
+    """One host's slice of the plan (plugin_utils/plan/host_plan.py).
 
     ``source`` is the plan, or ``hostvars``: then the plan is the controller's ``gpucluster_plan``
     fact read raw (``HostVars.raw_get``). Reading it as ``hostvars['localhost'].gpucluster_plan``
@@ -78,7 +96,7 @@ def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> d
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.host_plan: input must be the plan (a mapping) or hostvars")
     try:
-        return _engine("host_plan").host_view(plan, str(host))
+        return _engine("plan.host_plan").host_view(plan, str(host))
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.host_plan: {exc}") from None
 
@@ -91,14 +109,14 @@ def plan_sha256(plan: Mapping[str, Any]) -> str:
     directly; plain() would re-wrap every nested container on the way (seconds for a large plan)."""
     unwrap = getattr(plan, "_non_lazy_copy", None)
     try:
-        return _engine("host_plan").plan_sha256(unwrap() if callable(unwrap) else plan)
+        return _engine("plan.host_plan").plan_sha256(unwrap() if callable(unwrap) else plan)
     except (TypeError, ValueError):  # an unrendered lazy value inside: the slow, always-plain way
-        return _run("plan_sha256", _engine("host_plan").plan_sha256, plan)
+        return _run("plan_sha256", _engine("plan.host_plan").plan_sha256, plan)
 
 
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
     """Clock locks and power limit for a GPU model and policy."""
-    catalog, clocks = _engine("catalog"), _engine("clocks")
+    catalog, clocks = _engine("inventory.catalog"), _engine("compute.clocks")
     return _run(
         "gpu_clocks", lambda m, p, **kw: clocks.gpu_clocks(catalog.gpu_model(m), p, **kw), model, policy, **kwargs
     )
@@ -106,23 +124,23 @@ def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> di
 
 def gpu_model(model: str) -> dict[str, Any]:
     """The catalog entry of a GPU model, with sources."""
-    catalog = _engine("catalog")
+    catalog = _engine("inventory.catalog")
     return _run("gpu_model", lambda m: catalog.gpu_model_as_dict(catalog.gpu_model(m)), model)
 
 
 def tier_profile(name: str) -> dict[str, Any]:
     """A reference tier profile (tier1..tier4)."""
-    tiers = _engine("tiers")
+    tiers = _engine("inventory.tiers")
     return _run("tier_profile", lambda n: tiers.tier_as_dict(tiers.tier_profile(n)), name)
 
 
 def roce_traffic_class(dscp: int) -> int:
     """NCCL_IB_TC for a RoCE DSCP value (ToS = DSCP*4 + ECT)."""
-    return _run("roce_traffic_class", _engine("nccl").roce_traffic_class, dscp)
+    return _run("roce_traffic_class", _engine("compute.nccl").roce_traffic_class, dscp)
 
 
 def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
-    return _engine("validation").validation_floors(tier=_engine("tiers").tier_profile(tier), **kwargs)
+    return _engine("validation.floors").validation_floors(tier=_engine("inventory.tiers").tier_profile(tier), **kwargs)
 
 
 class FilterModule:
@@ -137,14 +155,16 @@ class FilterModule:
             "gpu_clocks": gpu_clocks,
             "tier_profile": tier_profile,
             "roce_traffic_class": roce_traffic_class,
-            "nccl_conf": _kwargs_filter("nccl_conf", "nccl", "nccl_conf"),
-            "lustre_layouts": _kwargs_filter("lustre_layouts", "lustre", "lustre_layouts"),
-            "lustre_client_tunables": _kwargs_filter("lustre_client_tunables", "lustre", "lustre_client_tunables"),
-            "power_budget": _kwargs_filter("power_budget", "power", "power_budget"),
-            "dlc_thresholds": _kwargs_filter("dlc_thresholds", "cooling", "dlc_thresholds"),
-            "storage_sizing": _kwargs_filter("storage_sizing", "storage", "storage_sizing"),
-            "parallelism": _kwargs_filter("parallelism", "parallelism", "parallelism"),
-            "address_plan": _kwargs_filter("address_plan", "netplan", "address_plan"),
-            "expected_cabling": _kwargs_filter("expected_cabling", "fabric", "expected_cabling"),
+            "nccl_conf": _kwargs_filter("nccl_conf", "compute.nccl", "nccl_conf"),
+            "lustre_layouts": _kwargs_filter("lustre_layouts", "storage.lustre", "lustre_layouts"),
+            "lustre_client_tunables": _kwargs_filter(
+                "lustre_client_tunables", "storage.lustre", "lustre_client_tunables"
+            ),
+            "power_budget": _kwargs_filter("power_budget", "compute.power", "power_budget"),
+            "dlc_thresholds": _kwargs_filter("dlc_thresholds", "compute.cooling", "dlc_thresholds"),
+            "storage_sizing": _kwargs_filter("storage_sizing", "storage.storage", "storage_sizing"),
+            "parallelism": _kwargs_filter("parallelism", "compute.parallelism", "parallelism"),
+            "address_plan": _kwargs_filter("address_plan", "fabric.netplan", "address_plan"),
+            "expected_cabling": _kwargs_filter("expected_cabling", "fabric.cabling", "expected_cabling"),
             "validation_floors": _kwargs_filter("validation_floors", "", "_validation_floors"),
         }

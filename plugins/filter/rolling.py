@@ -1,6 +1,6 @@
 """Filters of gpucluster.tiers for drained restarts (rolling converge of compute nodes).
 
-Thin wrappers around plugins/module_utils/rolling.py; documentation:
+Thin wrappers around plugins/plugin_utils/slurm/rolling.py; documentation:
 ``ansible-doc -t filter gpucluster.tiers.slurm_node_state`` and ``gpucluster.tiers.rolling_restart``.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import rolling
-from ansible_collections.gpucluster.tiers.plugins.module_utils.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.module_utils.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import rolling
 
 
 def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -30,25 +30,13 @@ def slurm_node_state(result: dict[str, Any]) -> dict[str, Any]:
     return _run("slurm_node_state", rolling.node_state, result)
 
 
-def rolling_restart(
-    node: dict[str, Any],
-    pending: list[str],
-    slurmd_active: bool,
-    jobs: str,
-    policy: str = "wait",
-    timeout_s: int = 3600,
-) -> dict[str, Any]:
-    """Drain, wait, restart or defer a node's pending restarts."""
-    return _run(
-        "rolling_restart",
-        rolling.restart_decision,
-        node,
-        pending,
-        slurmd_active=bool(slurmd_active),
-        jobs=jobs,
-        policy=policy,
-        timeout_s=timeout_s,
-    )
+def rolling_restart(node: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Drain, wait, restart or defer a node's pending restarts.
+
+    The arguments of ``restart_decision`` (plugins/plugin_utils/slurm/rolling.py): pending,
+    slurmd_active, jobs, policy, timeout_s; documented in rolling_restart.yml.
+    """
+    return _run("rolling_restart", rolling.restart_decision, node, *args, **kwargs)
 
 
 class FilterModule:

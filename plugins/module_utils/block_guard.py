@@ -10,7 +10,18 @@ functions; they decide. Rules:
 - a re-run never reformats: an existing array with the planned members, or a file system of the
   planned type (and label, for Lustre targets) on the target, is accepted as it is;
 - a changed device list on an existing array is an error, not a rebuild;
-- a planned device that is a member of any active array is an error, whatever the flags say.
+- a planned device that is a member of any active array is an error, whatever the flags say;
+- a device is blank only when it was opened and read, ``blkid -p`` found nothing AND ``wipefs``
+  listed nothing (``probe_signatures``). blkid exits 2 both for "nothing found" and for "cannot
+  open the device" (util-linux blkid(8), EXIT STATUS: "2 if the specified token was not found, or
+  no (specified) devices could be identified"; misc-utils/blkid.c returns BLKID_EXIT_NOTFOUND when
+  the probe cannot open the device), so its silence counts only after the module has read the
+  device itself; a device that cannot be read, a failing wipefs or a missing wipefs (with nothing
+  from blkid) stop the module: such a device is never formatted.
+
+Format permission comes per host: the inventory lists ``<host>:/dev/...`` and the plan hands each
+host only its own devices (plugin_utils/storage/format_permission.py); here the list is that
+host's list, bare paths.
 
 Output formats: ``blkid -o export`` prints KEY=value lines (util-linux blkid(8)); ``wipefs --json``
 prints {"signatures": [{device, offset, type, uuid, label}]} (util-linux wipefs(8));
@@ -68,6 +79,52 @@ def signatures(blkid: dict[str, str], wipefs: list[dict[str, Any]] | None) -> li
             out.append({"type": kind, "offset": None, "label": label, "usage": blkid.get("USAGE")})
             found.add(kind)
     return out
+
+
+def probe_signatures(
+    device: str,
+    *,
+    read_error: str | None,
+    blkid_rc: int,
+    blkid_out: str,
+    blkid_err: str = "",
+    wipefs_rc: int | None,
+    wipefs_out: str = "",
+    wipefs_err: str = "",
+) -> list[dict[str, Any]]:
+    """What ``device`` carries, from the module's own read and the blkid and wipefs runs.
+
+    ``read_error``: why opening and reading the device's first block failed (None: it was read);
+    ``wipefs_rc`` None: wipefs is not installed. Raises GuardError whenever "blank" is not proven:
+    an unreadable device, a blkid or wipefs failure, or blkid's "nothing found" with no wipefs.
+    """
+    if read_error is not None:
+        raise GuardError(
+            f"cannot read {device} ({read_error}): a device that cannot be read is never formatted (blkid's "
+            f"exit 2 would look like 'no signature'). Check that {device} is the planned block device, exists "
+            f"on this host and is readable by root, then re-run."
+        )
+    if blkid_rc == 0:
+        found = parse_blkid_export(blkid_out)
+    elif blkid_rc == 2:  # nothing found: trusted only because the device was just read
+        found = {}
+    elif blkid_rc == 8:  # ambivalent: several signatures (blkid(8) EXIT STATUS)
+        found = {"TYPE": "ambivalent-signatures"}
+    else:
+        raise GuardError(f"cannot read {device} with blkid (rc {blkid_rc}): {blkid_err.strip()}; refusing to go on")
+    if wipefs_rc is None:
+        if not found:
+            raise GuardError(
+                f"blkid finds no signature on {device}, but wipefs (util-linux) is not installed to confirm "
+                f"it: {device} is not proven blank and is not formatted; install util-linux and re-run."
+            )
+        return signatures(found, None)
+    if wipefs_rc != 0:
+        raise GuardError(
+            f"cannot read {device} with wipefs (rc {wipefs_rc}): {wipefs_err.strip()}; {device} is not proven "
+            f"blank and is not formatted"
+        )
+    return signatures(found, parse_wipefs_json(wipefs_out))
 
 
 def parse_mdadm_detail_export(text: str) -> dict[str, Any] | None:

@@ -5,10 +5,10 @@ hands the output here; tests hand recorded output (tests/data/nvidia-smi).
 
 - ``parse_query_csv``: ``nvidia-smi --query-gpu=<QUERY_FIELDS> --format=csv,noheader,nounits``.
   Unavailable values print as ``[N/A]`` or ``[Not Supported]`` and become ``None``.
-- ``parse_temperature``: ``nvidia-smi -q -d TEMPERATURE`` in both forms (dossier 1.2): the
+- ``parse_temperature``: ``nvidia-smi -q -d TEMPERATURE`` in both forms (docs/sources.md §1.2): the
   absolute thresholds (``GPU Shutdown Temp : 92 C``; drivers up to R535 on Hopper/Ampere)
   and the T.Limit form of newer drivers (``GPU Shutdown T.Limit Temp : -8 C``, headroom
-  below the T.Limit point). The two are not converted into each other (dossier 1.2:
+  below the T.Limit point). The two are not converted into each other (docs/sources.md §1.2:
   "do not convert between the two forms blindly").
 - ``check_plan_against_hardware``: the plan's clock locks and power limit must lie within
   what each GPU reports; the hardware wins over the catalog (DESIGN.md).
@@ -19,8 +19,6 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from ansible_collections.gpucluster.tiers.plugins.module_utils.clocks import check_against_hardware
 
 QUERY_FIELDS = (
     "index",
@@ -220,6 +218,29 @@ def merge_facts(gpus: list[Gpu], thermals: list[GpuThermal]) -> list[dict[str, A
 def _plain(value: Any) -> Any:
     """700.0 -> 700, so that messages read like nvidia-smi's limits."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def check_against_hardware(plan_clocks: dict[str, Any], hw: dict[str, Any]) -> list[str]:
+    """Mismatches between a clock plan and limits read from a GPU (hardware wins).
+
+    ``hw`` holds what gpu_facts read: max_sm_mhz, max_mem_mhz, power_min_w, power_max_w.
+    """
+    problems = []
+    lock = plan_clocks.get("lock_gpu_clocks")
+    if lock and hw.get("max_sm_mhz") is not None and lock[1] > hw["max_sm_mhz"]:
+        problems.append(f"planned SM clock lock {lock[1]} MHz is above the GPU's clocks.max.sm {hw['max_sm_mhz']} MHz")
+    mem = plan_clocks.get("lock_memory_clocks")
+    if mem and hw.get("max_mem_mhz") is not None and mem[1] > hw["max_mem_mhz"]:
+        problems.append(
+            f"planned memory clock lock {mem[1]} MHz is above the GPU's clocks.max.mem {hw['max_mem_mhz']} MHz"
+        )
+    power = plan_clocks.get("power_limit_w")
+    if power is not None:
+        if hw.get("power_max_w") is not None and power > hw["power_max_w"]:
+            problems.append(f"planned power limit {power} W is above the GPU's power.max_limit {hw['power_max_w']} W")
+        if hw.get("power_min_w") is not None and power < hw["power_min_w"]:
+            problems.append(f"planned power limit {power} W is below the GPU's power.min_limit {hw['power_min_w']} W")
+    return problems
 
 
 def check_plan_against_hardware(plan_gpu: dict[str, Any], gpus: list[dict[str, Any]]) -> list[str]:

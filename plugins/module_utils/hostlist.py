@@ -46,7 +46,7 @@ def expand(expr: str) -> list[str]:
             continue
         prefix, body, suffix = m.groups()
         for part in body.split(","):
-            lo, _, hi = part.partition("-")
+            lo, _dash, hi = part.partition("-")
             width = len(lo)
             for n in range(int(lo), int(hi or lo) + 1):
                 out.append(f"{prefix}{n:0{width}d}{suffix}")

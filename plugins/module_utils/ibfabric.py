@@ -1,10 +1,11 @@
 """Checking a discovered InfiniBand fabric against the plan's expected cabling.
 
-Three pure pieces, no I/O (the ``fabric_check`` module and ``lab/ibsim_check.py`` run the
-tools):
+Target side (imported by the ``fabric_check`` module; Python 3.10), pure, no I/O. The
+controller-side rendering of the expected cabling for the ibsim simulator is
+plugin_utils/fabric/ibsim.py.
 
-- :func:`ibsim_netfile` renders the expected cabling (``plan["fabric"]["cabling"]``, the
-  output of :func:`fabric.expected_cabling`) as a net file for ibsim, the fabric simulator;
+- :func:`subnets` lists the planned subnets of the expected cabling (``plan["fabric"]["cabling"]``,
+  the output of plugin_utils/fabric/cabling.py ``expected_cabling``), each with an HCA to discover from;
 - :func:`parse_ibnetdiscover_ports` reads ``ibnetdiscover -p`` (one line per port, both
   ends, width and speed);
 - :func:`compare` lists every difference between the plan and what was discovered: HCAs
@@ -39,9 +40,6 @@ LANE_GBPS: dict[str, float] = {
     "XDR": 200.0,
 }
 SPEED_ORDER = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
-# The fastest speed Debian's ibsim 0.10 simulates: NDR in a net file comes out as SDR.
-IBSIM_MAX_SPEED = "HDR"
-IBSIM_DEFAULTS = {"nodes": 2048, "switches": 256, "ports": 13312}
 
 
 def lanes(width: str | int) -> int:
@@ -81,7 +79,7 @@ def rate_value(value: Any, width: str | int = "4x") -> float:
     return link_rate_gbps(m.group(1) or width, m.group(2))
 
 
-def _cabling(expected: dict[str, Any]) -> dict[str, Any]:
+def cabling_of(expected: dict[str, Any]) -> dict[str, Any]:
     """The cabling dict, given either it or the plan's fabric dict that holds it."""
     return expected.get("cabling", expected)
 
@@ -106,99 +104,13 @@ def planned_link(cabling: dict[str, Any], link: dict[str, Any] | None = None) ->
     return {"width": width, "speed": speed, "rate_gbps": link_rate_gbps(width, speed)}
 
 
-def lab_link(cabling: dict[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[str, Any]:
-    """The planned link and the one the simulator can carry (NDR is capped to HDR)."""
-    planned = planned_link(_cabling(cabling))
-    speed = planned["speed"]
-    if SPEED_ORDER.index(speed) > SPEED_ORDER.index(max_speed):
-        speed = max_speed
-    return {
-        "planned": f"{planned['width']}{planned['speed']}",
-        "planned_rate_gbps": planned["rate_gbps"],
-        "width": planned["width"],
-        "speed": speed,
-        "rate_gbps": link_rate_gbps(planned["width"], speed),
-        "capped": speed != planned["speed"],
-    }
-
-
 def hca_desc(host: str, hca: str) -> str:
     """Node description of an HCA, as rdma-ndd sets it: ``"compute02 mlx5_3"``."""
     return f"{host} {hca}"
 
 
-def _node_id(end: dict[str, Any]) -> str:
+def node_id(end: dict[str, Any]) -> str:
     return hca_desc(end["node"], end["hca"]) if end.get("hca") else end["node"]
-
-
-def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) -> str:
-    """An ibsim net file of the cabling: every switch and HCA, every link on both ends.
-
-    Node ids are the node descriptions (``leaf04``, ``"compute02 mlx5_3"``), so SIM_HOST
-    names an HCA the way a person would; LIDs are unique and pre-assigned (switches first),
-    so per-subnet subnet managers never reassign each other's LIDs in ibsim's one LID table.
-    Links carry their width and speed (a link may override the cabling's ``width``,
-    ``rate_gbps`` or ``speed``); speeds above ``max_speed`` are rendered as ``max_speed``.
-    """
-    cabling = _cabling(cabling)
-    top = SPEED_ORDER.index(max_speed)
-    switch_ports: dict[str, int] = {s["name"]: int(s.get("ports") or 0) for s in cabling.get("switches", [])}
-    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in cabling.get("hcas", [])}
-    ports: dict[str, dict[int, tuple[str, int, str]]] = {}
-    for link in cabling.get("links", []):
-        spec = planned_link(cabling, link)
-        speed = spec["speed"] if SPEED_ORDER.index(spec["speed"]) <= top else max_speed
-        rate = f"{lanes(spec['width'])}x{speed}"
-        ends = [(_node_id(link["a"]), int(link["a"].get("port", 1)), bool(link["a"].get("hca")))]
-        ends.append((_node_id(link["b"]), int(link["b"].get("port", 1)), bool(link["b"].get("hca"))))
-        for (node, port, is_hca), (other, oport, _) in (ends, ends[::-1]):
-            table = hca_ports if is_hca else switch_ports
-            table[node] = max(table.get(node, 0), port)
-            taken = ports.setdefault(node, {})
-            if port in taken:
-                raise ValueError(f"{node} port {port} cabled twice ({taken[port][0]} and {other})")
-            taken[port] = (other, oport, rate)
-    lid: dict[str, int] = {}
-    for name in switch_ports:
-        lid[name] = len(lid) + 1
-    hca_lid: dict[tuple[str, int], int] = {}
-    next_lid = len(lid) + 1
-    for name, count in hca_ports.items():
-        for port in range(1, count + 1):
-            hca_lid[(name, port)] = next_lid
-            next_lid += 1
-
-    def remote_lid(node: str, port: int) -> int:
-        return lid[node] if node in lid else hca_lid[(node, port)]
-
-    planned = lab_link(cabling, max_speed)
-    lines = [
-        "# ibsim net file rendered by gpucluster.tiers from the plan's expected cabling",
-        f"# topology {cabling.get('topology')}: planned {planned['planned']} ({planned['planned_rate_gbps']:g} Gb/s),"
-        f" simulated as {planned['width']}{planned['speed']} ({planned['rate_gbps']:g} Gb/s)",
-        "",
-    ]
-    for name, count in switch_ports.items():
-        lines.append(f'Switch {count} "{name}" # "{name}" enhanced port 0 lid {lid[name]} lmc 0')
-        for port, (other, oport, rate) in sorted(ports.get(name, {}).items()):
-            lines.append(f'[{port}] "{other}"[{oport}] # "{other}" lid {remote_lid(other, oport)} {rate}')
-        lines.append("")
-    for name, count in hca_ports.items():
-        lines.append(f'Hca {count} "{name}" # "{name}"')
-        for port, (other, oport, rate) in sorted(ports.get(name, {}).items()):
-            own = f"lid {hca_lid[(name, port)]} lmc 0"
-            lines.append(f'[{port}] "{other}"[{oport}] # {own} "{other}" lid {remote_lid(other, oport)} {rate}')
-        lines.append("")
-    return "\n".join(lines)
-
-
-def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
-    """Node, switch and port counts of the net file (ibsim needs -N/-S/-P above its defaults)."""
-    cabling = _cabling(cabling)
-    switches = len(cabling.get("switches", []))
-    hcas = len(cabling.get("hcas", []))
-    ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
-    return {"nodes": switches + hcas, "switches": switches, "ports": ports}
 
 
 def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, Any]]:
@@ -208,7 +120,7 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
     spines or a single switch is one subnet. ``host`` picks whose HCA (default: the first
     host with an HCA in that subnet); ``sim_host`` is that HCA's node id in an ibsim net file.
     """
-    cabling = _cabling(cabling)
+    cabling = cabling_of(cabling)
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
@@ -221,7 +133,7 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
     for s in cabling.get("switches", []):
         find(s["name"])
     for link in cabling.get("links", []):
-        parent[find(_node_id(link["a"]))] = find(_node_id(link["b"]))
+        parent[find(node_id(link["a"]))] = find(node_id(link["b"]))
     out: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     for h in cabling.get("hcas", []):
@@ -344,7 +256,7 @@ def compare(
     description matches an ``ignore`` pattern (fnmatch) are left out on both sides.
     Returns lists per kind of difference, ``mismatches`` (one line each) and ``ok``.
     """
-    cabling = _cabling(expected)
+    cabling = cabling_of(expected)
     if topology_conf is None and "cabling" in expected:
         topology_conf = expected.get("topology_conf") or ""
     patterns = list(ignore or [])
@@ -533,7 +445,7 @@ def _compare_topology(
     discovered: dict[str, dict[str, list[str]]] = {}
     for name, want in planned.items():
         leaves = leaves_of.get(name, set())
-        nodes = sorted({h for (h, _, _), got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
+        nodes = sorted({key[0] for key, got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
         subs = [s for s in want["switches"] if leaves_of.get(s, set()) & uplinked] if want["switches"] else []
         discovered[name] = {"nodes": nodes, "switches": sorted(subs)}
     mismatches = []

@@ -1,7 +1,7 @@
 """A directory's default Lustre layout, as ``lfs getstripe -d --yaml DIR`` prints it, against the plan's.
 
 Pure: text in, plain data out. Used by the ``lustre_layout`` module to apply a PFL layout only when
-the directory's default differs from the plan (dossier section 4, [L1]/[L2]).
+the directory's default differs from the plan (docs/sources.md [L1]/[L2]).
 
 Output format, from lustre-release ``lustre/utils/liblustreapi.c`` (``lov_dump_comp_v1_header``,
 ``lov_dump_comp_v1_entry``, ``lov_dump_user_lmm_header`` with ``LDF_YAML | LDF_IS_DIR``; for a
@@ -43,9 +43,34 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import lustre
+#: sizes of ``lfs setstripe`` (the controller's Lustre plan, plugin_utils/storage/lustre.py, uses these too)
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+STRIPE_UNIT = 64 * KIB
+EOF_END = -1
 
-EOF_END = lustre.EOF_END
+
+def _human(n: int) -> str:
+    if n == EOF_END:
+        return "-1"
+    for unit, scale in (("G", GIB), ("M", MIB), ("K", KIB)):
+        if n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def setstripe_args(components: list[dict[str, Any]]) -> str:
+    parts = []
+    for comp in components:
+        end = _human(comp["end"])
+        if comp["layout"] == "mdt":
+            parts.append(f"-E {end} -L mdt")
+        else:
+            parts.append(f"-E {end} -c {comp['stripe_count']} -S {_human(comp['stripe_size'])}")
+    return " ".join(parts)
+
+
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w.]*:")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][\w.]*):(?:\s+(.*))?$")
 
@@ -200,7 +225,7 @@ def normalize_wanted(components: Any) -> list[dict[str, Any]]:
                 "start": start,
                 "end": end,
                 "stripe_count": _int(comp.get("stripe_count", 1), f"{what}.stripe_count"),
-                "stripe_size": _int(comp.get("stripe_size", 4 * lustre.MIB), f"{what}.stripe_size"),
+                "stripe_size": _int(comp.get("stripe_size", 4 * MIB), f"{what}.stripe_size"),
                 "layout": layout,
                 "pool": str(pool) if pool not in (None, "") else None,
             }
@@ -244,7 +269,7 @@ def setstripe_argv(components: list[dict[str, Any]]) -> list[str]:
     """``lfs setstripe`` options: lustre.setstripe_args per component, plus ``-p POOL`` where set."""
     argv: list[str] = []
     for comp in components:
-        argv += lustre.setstripe_args([comp]).split()
+        argv += setstripe_args([comp]).split()
         if comp.get("pool"):
             argv += ["-p", str(comp["pool"])]
     return argv

@@ -17,7 +17,7 @@ description:
     largest row present), never on C(# Avg bus bandwidth); a non-zero C(#wrong) fails the check.
   - A tool that is not installed gives C(skipped) with reason C(not installed), never a pass; a host
     that sent no results, a timeout or unreadable output gives C(fail).
-  - The gates are the pure functions of C(module_utils/acceptance.py); nothing is run on a host.
+  - The gates are the pure functions of C(plugin_utils/validation/acceptance.py); nothing is run on a host.
 options:
   plan:
     description: The cluster plan (C(gpucluster_plan)); its C(validation) holds the floors and the tests.
@@ -51,8 +51,10 @@ attributes:
     support: full
   diff_mode:
     support: none
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

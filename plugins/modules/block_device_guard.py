@@ -20,6 +20,10 @@ description:
   - An existing array whose members differ from O(devices) is an error, not a rebuild.
   - When none of the devices exists (a container lab) the result says so (RV(present) false) and
     nothing is refused; when only some exist, it fails.
+  - A device counts as blank only when the module opened it read-only and read its first block,
+    C(blkid) found nothing (its exit 2 also means "could not open", so it is trusted only after
+    that read) and C(wipefs) listed nothing. A device that cannot be read, a failing C(wipefs), or
+    no C(wipefs) on the host while C(blkid) finds nothing, fail the task and nothing is formatted.
 options:
   devices:
     description: Devices the plan writes to (array members, or the one device of a file system).
@@ -45,7 +49,11 @@ options:
     type: bool
     default: false
   allow_format_devices:
-    description: The devices that permission covers (each must be one of O(devices) or O(raid_device)).
+    description:
+      - The devices that permission covers on this host (each must be one of O(devices) or O(raid_device)).
+      - The inventory writes C(<host>:/dev/...) entries; the plan gives each host only its own devices
+        (C(gpucluster_plan.storage.local_nvme.allow_format_devices[inventory_hostname])), so this list
+        holds bare paths.
     type: list
     elements: str
     default: []
@@ -62,8 +70,10 @@ attributes:
     support: full
   diff_mode:
     support: none
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -73,7 +83,8 @@ EXAMPLES = r"""
     raid_device: "{{ gpucluster_plan.storage.local_nvme.raid_device }}"
     filesystem: "{{ gpucluster_plan.storage.local_nvme.filesystem }}"
     allow_format: "{{ gpucluster_plan.storage.local_nvme.allow_format }}"
-    allow_format_devices: "{{ gpucluster_plan.storage.local_nvme.allow_format_devices }}"
+    allow_format_devices: >-
+      {{ gpucluster_plan.storage.local_nvme.allow_format_devices[inventory_hostname] | default([]) }}
   register: storage_guard
 """
 
@@ -125,33 +136,56 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.module_utils.block_guard import (  # noqa: E402
     GuardError,
     guard,
-    parse_blkid_export,
     parse_mdadm_detail_export,
     parse_mdstat,
-    parse_wipefs_json,
-    signatures,
+    probe_signatures,
 )
+
+#: bytes read from the start of a device to prove it can be read (one 4 KiB block)
+READ_PROBE = 4096
+
+
+def _read_error(device: str) -> str | None:
+    """Why ``device`` cannot be opened read-only and its first block read (None: it can)."""
+    try:
+        fd = os.open(device, os.O_RDONLY)
+    except OSError as exc:
+        return f"open: {exc.strerror or exc}"
+    try:
+        os.read(fd, READ_PROBE)
+    except OSError as exc:
+        return f"read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    return None
 
 
 def _probe(module: AnsibleModule, device: str) -> list[dict]:
-    blkid = module.get_bin_path("blkid", required=True)
-    rc, out, err = module.run_command([blkid, "-p", "-o", "export", device])
-    if rc == 2:
-        found: dict[str, str] = {}
-    elif rc == 0:
-        found = parse_blkid_export(out)
-    elif rc == 8:  # ambivalent: several signatures
-        found = {"TYPE": "ambivalent-signatures"}
-    else:
-        module.fail_json(msg=f"cannot read {device} with blkid (rc {rc}): {err.strip()}; refusing to go on")
-    wipefs = module.get_bin_path("wipefs")
-    listed = None
-    if wipefs:
-        rc, out, err = module.run_command([wipefs, "--no-act", "--json", device])
-        if rc != 0:
-            module.fail_json(msg=f"cannot read {device} with wipefs (rc {rc}): {err.strip()}; refusing to go on")
-        listed = parse_wipefs_json(out)
-    return signatures(found, listed)
+    """Signatures on ``device``; fails the module when the device is not proven blank or marked."""
+    read_error = _read_error(device)
+    blkid_rc, blkid_out, blkid_err = 0, "", ""
+    wipefs_rc: int | None = None
+    wipefs_out = wipefs_err = ""
+    if read_error is None:
+        blkid = module.get_bin_path("blkid", required=True)
+        blkid_rc, blkid_out, blkid_err = module.run_command([blkid, "-p", "-o", "export", device])
+        wipefs = module.get_bin_path("wipefs")
+        if wipefs:
+            wipefs_rc, wipefs_out, wipefs_err = module.run_command([wipefs, "--no-act", "--json", device])
+    try:
+        return probe_signatures(
+            device,
+            read_error=read_error,
+            blkid_rc=blkid_rc,
+            blkid_out=blkid_out,
+            blkid_err=blkid_err,
+            wipefs_rc=wipefs_rc,
+            wipefs_out=wipefs_out,
+            wipefs_err=wipefs_err,
+        )
+    except GuardError as exc:
+        module.fail_json(msg=str(exc), device=device)
+    raise AssertionError("unreachable")  # fail_json exits
 
 
 def _array(module: AnsibleModule, raid_device: str, mdstat: dict) -> dict | None:

@@ -57,7 +57,7 @@ options:
   environment:
     description:
       - Extra environment for every tool call. For the ibsim lab, C(LD_PRELOAD) (libumad2sim)
-        and C(IBSIM_SOCKNAME); see C(lab/ibsim_check.py start).
+        and C(IBSIM_SOCKNAME); see C(tools/lab/ibsim_check.py start).
     type: dict
     default: {}
   expected_rate:
@@ -97,8 +97,10 @@ attributes:
     support: none
 requirements:
   - infiniband-diags (ibnetdiscover) on the host, unless O(ibnetdiscover_output) is given
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -109,7 +111,7 @@ EXAMPLES = r"""
   run_once: true
   delegate_to: "{{ groups['compute'] | first }}"
 
-- name: Check the fabric simulated by ibsim (state written by lab/ibsim_check.py start)
+- name: Check the fabric simulated by ibsim (state written by tools/lab/ibsim_check.py start)
   vars:
     ibsim: "{{ lookup('ansible.builtin.file', lab_dir ~ '/ibsim/ibsim.json') | from_json }}"
   gpucluster.tiers.fabric_check:

@@ -43,8 +43,11 @@ attributes:
     support: none
   facts:
     support: full
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
+  - gpucluster.tiers.attributes.facts
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -45,8 +45,10 @@ attributes:
     support: full
 notes:
   - C(lfs setstripe) on a directory replaces its default layout; files that already exist keep theirs.
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -32,8 +32,10 @@ attributes:
     support: full
   diff_mode:
     support: none
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
 author:
-  - gpucluster.tiers developers
+  - gpucluster.tiers developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -10,8 +10,36 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import role_files
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = ("tier1", "tier2", "tier3", "tier4")
+
+# Shared by the block_guard (module_utils) and block_device_guard (module) tests: the local NVMe
+# section's field name, and mdadm --detail --export of a 2-member raid0 (keys as mdadm Detail.c
+# prints them)
+FLAG = "gpucluster_storage.local_nvme"
+MDADM_EXPORT = """MD_LEVEL=raid0
+MD_DEVICES=2
+MD_METADATA=1.2
+MD_UUID=3b1f6a2c:5d0e41a7:9c2b7e13:0f4d8a61
+MD_DEVNAME=0
+MD_NAME=dgx01:0
+MD_DEVICE_dev_{a}_ROLE=0
+MD_DEVICE_dev_{a}_DEV={pa}
+MD_DEVICE_dev_{b}_ROLE=1
+MD_DEVICE_dev_{b}_DEV={pb}
+"""
+
+#: Each role's file list (roles/<role>/vars/files.yml), read as the cluster_plan filter reads them:
+#: pass it to the engine's cluster_plan (third argument) for a plan with the per-host ``files``.
+ROLE_FILES: dict[str, Any] = role_files(ROOT)
+
+
+def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dict[str, Any]:
+    """The engine's cluster_plan with the roles' file lists, as the cluster_plan filter calls it."""
+    return assembly.cluster_plan(site_vars, groups, ROLE_FILES)
 
 
 def _collect_groups(name: str, node: dict[str, Any] | None, groups: dict[str, list[str]]) -> list[str]:
@@ -77,3 +105,33 @@ def render_role_template(
 def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any], host: str) -> str:
     """:func:`render_role_template` for templates that use ansible.builtin's core filters (to_nice_json, ...)."""
     return render_role_template(role, src, plan, host, core_filters=True)
+
+
+# Shared by the ibfabric (module_utils) and ibsim (plugin_utils/fabric) tests
+_FABRICS: dict[str, dict[str, Any]] = {}
+
+
+def fabric(tier: str) -> dict[str, Any]:
+    """plan["fabric"] of a reference tier (a fresh copy: tests mutate cablings)."""
+    if tier not in _FABRICS:
+        _FABRICS[tier] = cluster_plan(*load_inventory(tier))["fabric"]
+    return copy.deepcopy(_FABRICS[tier])
+
+
+def host_link(cabling: dict[str, Any], host: str, rail: int) -> dict[str, Any]:
+    """The host link of ``host`` on ``rail`` in a cabling."""
+    return next(x for x in cabling["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail)
+
+
+def lustre_plan() -> dict[str, Any]:
+    """tier3's Lustre layouts (2 OSS x 4 OSTs), shared by the lustre_yaml and lustre_layout tests."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+
+    return lustre.lustre_layouts(
+        ost_count=8,
+        paths={
+            "checkpoints": "/lustre/aifs/checkpoints",
+            "datasets": "/lustre/aifs/datasets",
+            "home": "/lustre/aifs/home",
+        },
+    )

@@ -24,7 +24,7 @@ from conftest import hosts_with
 
 ROOT = Path(__file__).resolve().parents[3]
 DRIFT = "# lab drift (test_rolling): the next converge rewrites this file"
-REASON_PREFIX = "gpucluster-converge:"  # plugins/module_utils/rolling.py CONVERGE_PREFIX
+REASON_PREFIX = "gpucluster-converge:"  # plugins/plugin_utils/slurm/rolling.py CONVERGE_PREFIX
 
 
 def _enabled(plan: dict[str, Any]) -> bool:

@@ -1,0 +1,30 @@
+# Lab targets (included by the root Makefile). The lab runs every host of
+# inventories/$(TIER) as a systemd container under podman; see docs/lab.md.
+LAB_INVENTORY = -i inventories/$(TIER) -i lab/overlay
+LAB_CONNECT = -i .lab/$(TIER)/inventory.yml
+HOST ?= compute01
+
+.PHONY: lab lab-images lab-up lab-converge lab-down lab-shell bench-lab validate
+lab-images: ## install podman/runc/debootstrap, containers.conf, build (or reuse) the lab images
+	bash tools/lab/setup.sh
+
+lab-up: setup lab-images ## start the containers of TIER (no converge)
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) lab/create.yml
+
+lab-converge: setup ## converge site.yml on the running lab of TIER
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) $(LAB_CONNECT) site.yml
+
+lab: lab-up lab-converge ## bring up TIER in containers and converge site.yml; they keep running
+	@echo "lab $(TIER) is up: make lab-shell TIER=$(TIER) HOST=<host>; make lab-down TIER=$(TIER)"
+
+lab-down: setup ## remove the containers and network of TIER
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) lab/destroy.yml
+
+lab-shell: ## a root shell in HOST of the running lab TIER
+	podman exec -it gpucluster-$(TIER)-$(HOST) bash -l
+
+bench-lab: setup lab-images ## first converge + idempotent re-run, project ansible.cfg vs stock settings
+	$(BIN)/python tools/lab/bench_lab.py $(TIER)
+
+validate: setup ## acceptance checks (nccl-tests, ib_write_bw, fio, dcgmi) on the running lab of TIER -> build/validate/<name>/
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) $(LAB_CONNECT) playbooks/validate.yml $(VALIDATE_ARGS)

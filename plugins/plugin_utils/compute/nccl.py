@@ -1,0 +1,241 @@
+"""NCCL: /etc/nccl.conf keys per fabric and, for sites that opt in, the single-node topology XML.
+
+Sources: docs/sources.md §2 (NCCL 2.30 docs [N1] and source [N2]) and 7 (RoCE).
+- No NCCL_TOPO_FILE by default: on bare metal NCCL's own detection from sysfs sees the real PCIe
+  switches. A topology file replaces that PCI hierarchy (NCCL src/graph/topo.cc ncclTopoGetSystem loads
+  NCCL_TOPO_FILE before detection), so it is only written when the inventory asks for it
+  (``gpucluster_node.nccl_topology: file``: VMs with a hidden or flattened PCI tree, as Azure ND ships).
+- NCCL_IB_HCA uses exact names (``=mlx5_0:1,...``): without ``=`` a name is a prefix, so
+  mlx5_1 would also match mlx5_10..19. Storage and management NICs are never listed.
+- /etc/nccl.conf never overrides the process environment (values are setenv(.., 0)).
+- Debug-only variables (NCCL_ALGO, NCCL_PROTO, ...) are never written (docs: "should not
+  be used in production").
+- NCCL_IB_GID_INDEX is only written when the site pins it: NCCL >= 2.21 selects the
+  RoCEv2/IPv4 GID itself (tiers.md correction: "3 always" is wrong).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+)
+
+FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
+RAIL_TOPOLOGIES = ("rail_optimized", "fat_tree")
+LARGE_FABRIC_NODES = 256  # docs/sources.md §2.2: raise NCCL_IB_TIMEOUT to 22 on very large fabrics
+PCI_BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+# docs/sources.md §2.4; NCCL src/graph/topo.cc kvDictPciClass (0x060400 bridge = PCI switch, 0x03 GPU, 0x02 NIC)
+PCI_CLASS = {"bridge": "0x060400", "gpu": "0x030200", "infiniband": "0x020700", "ethernet": "0x020000"}
+# link_speed strings NCCL knows (src/graph/topo.cc kvDictPciGen, as Linux >= 5.7 writes max_link_speed): any other
+# string falls back to 60 (8 GT/s x 100 Mbps per lane), so "32.0 GT/s" without " PCIe" would read as Gen3.
+# Azure's H100 file (azhpc-images topology/ndv5-topo.xml) uses "32.0 GT/s PCIe" x16 for GPU, NIC and switch.
+PCIE_LINK_SPEED = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+
+
+def roce_traffic_class(dscp: int, ecn: bool = True, field: str = "gpucluster_fabric.roce.dscp") -> int:
+    """ToS byte for a DSCP: DSCP x 4 + ECT(0) (docs/sources.md §7.2: 106 = 26 x 4 + 2)."""
+    value = check_range(dscp, field, 0, 63, integer=True)
+    return value * 4 + (2 if ecn else 0)
+
+
+def nccl_conf(
+    *,
+    fabric_type: str,
+    topology: str,
+    compute_hcas: list[str],
+    socket_ifname: str,
+    nodes: int,
+    roce: dict[str, Any] | None = None,
+    ib_service_level: int | None = None,
+    topo_file: str | None = None,
+    field: str = "gpucluster_fabric",
+) -> dict[str, str]:
+    """KEY -> VALUE for /etc/nccl.conf ({} for a single node on NVLink only)."""
+    check_choice(fabric_type, f"{field}.type", FABRIC_TYPES)
+    if fabric_type == "none":
+        return {}
+    if not socket_ifname:
+        raise PlanError("gpucluster_network.management.interface", socket_ifname, "an interface name")
+    conf: dict[str, str] = {}
+    if fabric_type == "tcp":
+        conf["NCCL_IB_DISABLE"] = "1"
+        conf["NCCL_SOCKET_IFNAME"] = f"={socket_ifname}"
+        # docs/sources.md §2.1: threads x sockets per thread <= 64; 4 x 4 is a common 100G setting
+        conf["NCCL_SOCKET_NTHREADS"] = "4"
+        conf["NCCL_NSOCKS_PERTHREAD"] = "4"
+    else:
+        if not compute_hcas or len(set(compute_hcas)) != len(compute_hcas) or not all(compute_hcas):
+            raise PlanError("gpucluster_node.nics", compute_hcas, "unique, non-empty compute NIC names")
+        if len(compute_hcas) > 32:
+            raise PlanError("gpucluster_node.nics", len(compute_hcas), "at most 32 HCAs (NCCL_IB_HCA limit)")
+        conf["NCCL_IB_HCA"] = "=" + ",".join(f"{h}:1" for h in compute_hcas)
+        conf["NCCL_SOCKET_IFNAME"] = f"={socket_ifname}"
+        if topology in RAIL_TOPOLOGIES:
+            conf["NCCL_CROSS_NIC"] = "0"  # keep each ring on its rail (docs/sources.md §2.1)
+        if fabric_type == "roce":
+            roce = roce or {}
+            conf["NCCL_IB_TC"] = str(roce_traffic_class(roce.get("dscp", 26), field=f"{field}.roce.dscp"))
+            if roce.get("gid_index") is not None:
+                gid = check_range(roce["gid_index"], f"{field}.roce.gid_index", 0, 255, integer=True)
+                conf["NCCL_IB_GID_INDEX"] = str(gid)
+        elif ib_service_level is not None:
+            sl = check_range(ib_service_level, f"{field}.infiniband.service_level", 0, 15, integer=True)
+            conf["NCCL_IB_SL"] = str(sl)
+        if nodes >= LARGE_FABRIC_NODES:
+            conf["NCCL_IB_TIMEOUT"] = "22"
+    if topo_file:
+        conf["NCCL_TOPO_FILE"] = topo_file
+    conf["NCCL_DEBUG"] = "WARN"
+    return conf
+
+
+def nccl_conf_text(conf: dict[str, str]) -> str:
+    lines = [
+        "# Managed by gpucluster.tiers: NCCL defaults for every job on this node.",
+        "# A job's own environment wins over this file (NCCL never overrides a set variable).",
+    ]
+    lines += [f"{k}={v}" for k, v in conf.items()]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Device:
+    """One GPU or NIC of the topology file, under its PCIe switch."""
+
+    bus: str
+    pci_class: str
+    switch: str
+    numa: int | None
+    net: str | None  # the RDMA device name NCCL looks the NIC up by (<nic><net name=..>)
+    field: str
+
+
+def _bus(value: Any, field: str) -> str:
+    bus = str(value or "").lower()
+    if not PCI_BUS.match(bus):
+        raise PlanError(field, value, "a PCI address DDDD:BB:DD.F (lspci -D)")
+    return bus
+
+
+def _switch(item: dict[str, Any], field: str, what: str) -> str:
+    if not item.get("pcie_switch"):
+        raise PlanError(
+            f"{field}.pcie_switch",
+            item.get("pcie_switch"),
+            f"the PCI address of the PCIe switch (upstream bridge) {what} sits under, required when "
+            "gpucluster_node.nccl_topology is file",
+        )
+    return _bus(item["pcie_switch"], f"{field}.pcie_switch")
+
+
+def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type: str, field: str) -> list[_Device]:
+    """Every GPU and compute NIC with its switch; checks the pairing and the switch tree.
+
+    Storage NICs are left out: NCCL_IB_HCA never lists them, so NCCL never looks them up.
+    """
+    if not gpus:
+        raise PlanError(f"{field}.gpus", gpus, "one entry per GPU (pci_bus, numa_node, nic, pcie_switch) for a file")
+    nic_class = PCI_CLASS["ethernet" if fabric_type == "roce" else "infiniband"]
+    devices: list[_Device] = []
+    nic_switch: dict[str, tuple[str, str]] = {}
+    for j, nic in enumerate(nics):
+        if nic.get("purpose") != "compute":
+            continue
+        f = f"{field}.nics[{j}]"
+        if not nic.get("pci_bus"):
+            raise PlanError(f"{f}.pci_bus", nic.get("pci_bus"), "the NIC's PCI address, required for a topology file")
+        bus, switch = _bus(nic["pci_bus"], f"{f}.pci_bus"), _switch(nic, f, "the NIC")
+        numa = nic.get("numa_node")
+        devices.append(_Device(bus, nic_class, switch, None if numa is None else int(numa), str(nic["name"]), f))
+        nic_switch[str(nic["name"])] = (switch, f)
+    for i, gpu in enumerate(gpus):
+        f = f"{field}.gpus[{i}]"
+        bus, switch = _bus(gpu.get("pci_bus"), f"{f}.pci_bus"), _switch(gpu, f, "the GPU")
+        paired = gpu.get("nic")
+        if paired:
+            if paired not in nic_switch:
+                raise PlanError(f"{f}.nic", paired, "a compute NIC of gpucluster_node.nics")
+            if nic_switch[paired][0] != switch:
+                raise PlanError(
+                    f"{f}.pcie_switch",
+                    gpu.get("pcie_switch"),
+                    f"the switch of its NIC {paired} ({nic_switch[paired][1]}.pcie_switch = {nic_switch[paired][0]}): "
+                    "a GPU and its NIC on different switches is a PHB/SYS path, no GPUDirect RDMA at NCCL's default "
+                    "NCCL_NET_GDR_LEVEL (PXB); fix the pairing or the switch",
+                )
+        devices.append(_Device(bus, PCI_CLASS["gpu"], switch, int(gpu["numa_node"]), None, f))
+    # A switch hangs off one CPU root complex, so one NUMA node (the GPUs' first: numa_node is required there);
+    # a NIC without numa_node takes its switch's.
+    switch_numa: dict[str, int] = {}
+    for d in sorted(devices, key=lambda x: x.net is not None):
+        if d.numa is not None and switch_numa.setdefault(d.switch, d.numa) != d.numa:
+            raise PlanError(
+                f"{d.field}.numa_node", d.numa, f"NUMA node {switch_numa[d.switch]}, as the others on switch {d.switch}"
+            )
+    # NCCL fills a <cpu>'s arch/vendor/affinity while it places a GPU under it (xml.cc ncclTopoGetXmlFromSys ->
+    # ncclTopoGetXmlFromCpu); a NIC under a <cpu> without GPU would fail ncclTopoAddCpu (no "arch").
+    gpu_numas = sorted({d.numa for d in devices if d.net is None and d.numa is not None})
+    seen: set[str] = set()
+    for d in devices:
+        d.numa = switch_numa.get(d.switch) if d.numa is None else d.numa
+        if d.numa not in gpu_numas:
+            raise PlanError(f"{d.field}.numa_node", d.numa, f"a NUMA node with GPUs under it ({gpu_numas})")
+        if d.bus in seen or d.bus in switch_numa:
+            raise PlanError(f"{d.field}.pci_bus", d.bus, "an address used once, by no other device or switch")
+        seen.add(d.bus)
+    return devices
+
+
+def nccl_topology_xml(
+    *,
+    gpus: list[dict[str, Any]],
+    nics: list[dict[str, Any]],
+    fabric_type: str = "infiniband",
+    pcie_gen: int = 5,
+    link_width: int = 16,
+    field: str = "gpucluster_node",
+) -> str:
+    """The node's PCI tree for NCCL_TOPO_FILE: <cpu numaid> > <pci switch> > <pci GPU> and <pci NIC><nic><net>.
+
+    Only for sites that opt in (``gpucluster_node.nccl_topology: file``, e.g. virtual machines whose PCI tree is
+    hidden). NCCL reads this file before detection and keeps its placement: a GPU or NIC found here by bus id
+    (``<pci busid>``) or by name (``<net name>``) is not re-placed from sysfs (NCCL src/graph/xml.cc
+    ncclTopoGetPciNode, ncclTopoGetXmlFromSys only walks sysfs for a node without parent, ncclTopoFillNet returns
+    the <net> it finds by name). So every GPU and NIC must sit under its real switch, or the GPU-NIC path reads
+    PHB (through the CPU) instead of PIX, and GPUDirect RDMA goes off at the default NCCL_NET_GDR_LEVEL (PXB;
+    src/graph/paths.cc ncclTopoCheckGdr). Format as NCCL's own dumps and Azure's topo files (docs/sources.md §2.4;
+    Azure/azhpc-images topology/ndv4-topo.xml, ndv5-topo.xml): class 0x060400 bridge, 0x030200 GPU, 0x020700 IB
+    or 0x020000 Ethernet NIC, link_speed/link_width per <pci>. NCCL fills the rest (CPU affinity and model, GPU
+    <gpu> and NVLinks from NVML, NIC speed/port/guid) at run time. No XML comments, as NCCL's dumps (xml.cc
+    ncclTopoDumpXmlRec) and Azure's files have none.
+    """
+    check_choice(fabric_type, "gpucluster_fabric.type", ("infiniband", "roce"))
+    speed = PCIE_LINK_SPEED.get(int(check_range(pcie_gen, f"{field}.pcie_gen", 3, 6, integer=True)))
+    width = str(check_range(link_width, f"{field}.pcie_link_width", 1, 32, integer=True))
+    link = f"link_speed={quoteattr(str(speed))} link_width={quoteattr(width)}"
+    tree: dict[int, dict[str, list[_Device]]] = {}
+    for d in _devices(gpus, nics, fabric_type, field):
+        tree.setdefault(int(d.numa or 0), {}).setdefault(d.switch, []).append(d)
+    lines = ['<system version="1">']
+    for numa in sorted(tree):
+        lines.append(f"  <cpu numaid={quoteattr(str(numa))}>")
+        for switch in sorted(tree[numa]):
+            lines.append(f"    <pci busid={quoteattr(switch)} class={quoteattr(PCI_CLASS['bridge'])} {link}>")
+            for d in sorted(tree[numa][switch], key=lambda x: x.bus):
+                head = f"      <pci busid={quoteattr(d.bus)} class={quoteattr(d.pci_class)} {link}"
+                if d.net is None:
+                    lines.append(head + "/>")
+                else:
+                    lines += [head + ">", "        <nic>", f"          <net name={quoteattr(d.net)}/>"]
+                    lines += ["        </nic>", "      </pci>"]
+            lines.append("    </pci>")
+        lines.append("  </cpu>")
+    lines.append("</system>")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,127 @@
+"""Address plan with netaddr: management, BMC, storage and one subnet per rail.
+
+Hosts arrive in plan order (head, storage, compute; each by name). Every host gets a
+management and a BMC address; storage and compute hosts a storage-network address when
+that pool exists; compute hosts one address per rail, in the rail's own subnet (a
+rail-optimized fabric keeps each rail a separate network). Address = pool base +
+first_offset + the host's index. Overlapping pools and exhausted pools are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import netaddr
+except ImportError as exc:  # a controller without netaddr: the address plan says so when it runs
+    netaddr = None
+    NETADDR_IMPORT_ERROR: ImportError | None = exc
+else:
+    NETADDR_IMPORT_ERROR = None
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+
+POOLS = ("management", "bmc", "storage", "fabric")
+REQUIRED = ("management", "bmc")
+
+
+def _require_netaddr() -> None:
+    if netaddr is None:  # declared in pyproject.toml and execution-environment.yml
+        raise ImportError("the address plan needs the Python package netaddr on the controller") from (
+            NETADDR_IMPORT_ERROR
+        )
+
+
+def _network(pools: dict[str, Any], name: str, field: str) -> netaddr.IPNetwork:
+    spec = pools.get(name)
+    if not isinstance(spec, dict) or "cidr" not in spec:
+        raise PlanError(f"{field}.{name}", spec, "a mapping with cidr (and first_offset)")
+    try:
+        net = netaddr.IPNetwork(str(spec["cidr"]))
+    except (netaddr.AddrFormatError, ValueError, TypeError):
+        raise PlanError(f"{field}.{name}.cidr", spec["cidr"], "an IPv4 network such as 10.30.0.0/24") from None
+    if net.version != 4 or net.network != net.ip:
+        raise PlanError(f"{field}.{name}.cidr", spec["cidr"], "an IPv4 network address (host bits zero)")
+    return net
+
+
+def _offset(spec: dict[str, Any], field: str, size: int) -> int:
+    return check_range(spec.get("first_offset", 10), f"{field}.first_offset", 1, max(1, size - 2), integer=True)
+
+
+def _take(net: netaddr.IPNetwork, offset: int, index: int, field: str, count: int) -> str:
+    position = offset + index
+    if position >= net.size - 1:  # the last address is the broadcast address
+        raise PlanError(
+            f"{field}.cidr",
+            str(net),
+            f"a network with room for {count} hosts from offset {offset} (it holds {max(0, net.size - 1 - offset)})",
+        )
+    return str(net[position])
+
+
+def address_plan(
+    *, pools: dict[str, Any], hosts: list[dict[str, Any]], rails: int, field: str = "gpucluster_network"
+) -> dict[str, Any]:
+    _require_netaddr()
+    nets: dict[str, netaddr.IPNetwork] = {}
+    for name in POOLS:
+        if name in REQUIRED or pools.get(name):
+            nets[name] = _network(pools, name, field)
+    names = list(nets)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if nets[a].first <= nets[b].last and nets[b].first <= nets[a].last:
+                raise PlanError(
+                    f"{field}.{b}.cidr", str(nets[b]), f"a network that does not overlap {field}.{a} ({nets[a]})"
+                )
+    offsets = {n: _offset(pools[n], f"{field}.{n}", nets[n].size) for n in nets}
+    rail_nets: list[netaddr.IPNetwork] = []
+    if rails:
+        if "fabric" not in nets:
+            raise PlanError(f"{field}.fabric", None, "a fabric pool {cidr, rail_prefix} when the fabric has rails")
+        prefix = check_range(
+            pools["fabric"].get("rail_prefix", 24),
+            f"{field}.fabric.rail_prefix",
+            nets["fabric"].prefixlen,
+            30,
+            integer=True,
+        )
+        subnets = list(nets["fabric"].subnet(prefix, count=min(rails, 2 ** (prefix - nets["fabric"].prefixlen))))
+        if len(subnets) < rails:
+            raise PlanError(f"{field}.fabric.cidr", str(nets["fabric"]), f"room for {rails} rail subnets of /{prefix}")
+        rail_nets = subnets[:rails]
+    storage_hosts = [h for h in hosts if {"storage", "compute"} & set(h["roles"])]
+    compute_hosts = [h for h in hosts if "compute" in h["roles"]]
+    out_hosts: dict[str, dict[str, Any]] = {}
+    for i, h in enumerate(hosts):
+        entry: dict[str, Any] = {}
+        for pool in ("management", "bmc"):
+            entry[pool] = _take(nets[pool], offsets[pool], i, f"{field}.{pool}", len(hosts))
+        entry["management_cidr"] = f"{entry['management']}/{nets['management'].prefixlen}"
+        out_hosts[h["name"]] = entry
+    if "storage" in nets:
+        for i, h in enumerate(storage_hosts):
+            out_hosts[h["name"]]["storage"] = _take(
+                nets["storage"], offsets["storage"], i, f"{field}.storage", len(storage_hosts)
+            )
+    for i, h in enumerate(compute_hosts):
+        out_hosts[h["name"]]["rails"] = {
+            str(r): _take(net, offsets["fabric"], i, f"{field}.fabric", len(compute_hosts))
+            for r, net in enumerate(rail_nets)
+        }
+    return {
+        "pools": {
+            n: {"cidr": str(net), "netmask": str(net.netmask), "prefixlen": net.prefixlen, "first_offset": offsets[n]}
+            for n, net in nets.items()
+        },
+        "rails": [{"rail": r, "cidr": str(net)} for r, net in enumerate(rail_nets)],
+        "hosts": out_hosts,
+    }
+
+
+def etc_hosts_entries(plan: dict[str, Any], domain: str) -> list[list[str]]:
+    """[address, fqdn, short name] per host, sorted by address."""
+    _require_netaddr()
+    rows = [[h["management"], f"{name}.{domain}", name] for name, h in plan["hosts"].items()]
+    return sorted(rows, key=lambda r: netaddr.IPAddress(r[0]))

@@ -1,0 +1,79 @@
+"""Hardware catalog: what each GPU model can do, with the source of every number.
+
+The numbers live in catalog.yml beside this file, each model with its ``source`` per field
+(tags such as [S1] are entries of docs/sources.md). Loading it at import is the engine's one
+read of static data (package data, read with pkgutil so it works from an installed collection
+too); everything else in the engine is a pure function of its arguments.
+
+Where the sources found no value the field is None, and the engine refuses to plan anything
+that needs it unless the inventory (or gpu_facts, read from the hardware at run time)
+supplies it: the hardware wins over this table.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import yaml
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    key: str
+    name: str  # nvidia-smi product name
+    form_factor: str  # sxm | pcie
+    max_sm_mhz: int | None  # nvidia-smi clocks.max.sm: the upper bound of -lgc
+    max_mem_mhz: int | None  # nvidia-smi clocks.max.mem: the upper bound of -lmc
+    power_min_w: int | None
+    power_default_w: int | None
+    power_max_w: int | None
+    memory_gb: float
+    memory_bw_tbs: float | None
+    nvlink_gen: int | None
+    nvlink_gbs: int | None  # per GPU, bidirectional
+    temp_max_operating_c: int | None
+    temp_slowdown_c: int | None
+    temp_shutdown_c: int | None
+    memory_clock_lock: (
+        bool  # nvidia-smi -lmc: NVML says Ampere or newer fully supported devices (docs/sources.md [S26])
+    )
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _load(text: bytes) -> tuple[dict[str, GpuModel], dict[str, dict[str, str]]]:
+    """GPUS and SOURCE from catalog.yml; ValueError naming the entry and the key when the file does not
+    match GpuModel (a fault of the collection, not of the inventory)."""
+    data = yaml.safe_load(text)
+    names = {f.name for f in fields(GpuModel)} - {"key"}
+    gpus: dict[str, GpuModel] = {}
+    source: dict[str, dict[str, str]] = {}
+    for key, entry in data.items():
+        entry = dict(entry)
+        source[key] = entry.pop("source", None) or {}
+        if not source[key]:
+            raise ValueError(f"catalog.yml: {key} has no source")
+        if set(entry) != names:
+            raise ValueError(
+                f"catalog.yml: {key}: missing {sorted(names - set(entry))}, unknown {sorted(set(entry) - names)}"
+            )
+        gpus[key] = GpuModel(key=key, **entry)
+    return gpus, source
+
+
+#: The catalog, by model key; SOURCE[key][field]: where that number comes from (catalog.yml ``source``).
+GPUS, SOURCE = _load(pkgutil.get_data(__name__.rpartition(".")[0], "catalog.yml") or b"")
+
+
+def gpu_model(key: str, field: str = "gpucluster_node.gpu_model") -> GpuModel:
+    """The catalog entry for ``key``; PlanError listing the known models otherwise."""
+    if key not in GPUS:
+        raise PlanError(field, key, "one of " + ", ".join(sorted(GPUS)))
+    return GPUS[key]
+
+
+def gpu_model_as_dict(model: GpuModel) -> dict[str, Any]:
+    return asdict(model)

@@ -1,0 +1,368 @@
+"""Read and check what a site HAS: the inventory's ``gpucluster_*`` variables and groups.
+
+This is the engine's only entry for raw inventory data. It checks every field the plan
+needs (presence, type, range) and returns a :class:`Site` of plain dataclasses; every
+error is a :class:`PlanError` naming the inventory field, so a bad inventory stops the
+plan play before any host is contacted. Defaults come from the tier profile, not from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+    require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
+
+#: Inventory groups the collection knows, in the order hosts are planned (addresses etc.).
+ROLE_GROUPS = ("head", "storage", "nfs_server", "lustre_mds", "lustre_oss", "compute")
+FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
+TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
+STORAGE_TYPES = ("local_nvme", "nfs", "lustre")
+NIC_PURPOSES = ("compute", "storage", "management")
+CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
+#: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
+NCCL_TOPOLOGIES = ("detect", "file")
+PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@dataclass
+class Host:
+    name: str
+    roles: list[str]
+
+
+@dataclass
+class Nic:
+    name: str
+    netdev: str
+    purpose: str
+    rail: int | None = None
+    rate_gbps: float | None = None
+    width: str = "4x"
+    pci_bus: str | None = None
+    numa_node: int | None = None
+    pcie_switch: str | None = None  # PCI address of the PCIe switch (upstream bridge) it sits under
+
+
+@dataclass
+class Gpu:
+    index: int
+    pci_bus: str
+    numa_node: int
+    nic: str | None
+    pcie_switch: str | None = None  # as Nic.pcie_switch; GPU i and its NIC share one on a DGX-class node
+
+
+@dataclass
+class Node:
+    gpu_model: str
+    gpus_per_node: int
+    cpu_sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    memory_gib: float
+    base_power_w: float
+    gpus: list[Gpu]
+    nics: list[Nic]
+    psu_count: int | None = None
+    psu_rating_w: float | None = None
+    gpu_temp_limits: dict[str, Any] | None = None
+    nccl_topology: str = "detect"  # detect | file: whether the plan writes an NCCL_TOPO_FILE
+    one_compute_nic_per_gpu: bool = True  # false: the site opts out of the 1:1 GPU:compute-NIC rule (tier2+)
+    pcie_gen: int = 5  # PCIe generation of the GPU/NIC links, for a topology file's link_speed
+
+    def nics_for(self, purpose: str) -> list[Nic]:
+        return [n for n in self.nics if n.purpose == purpose]
+
+    @property
+    def compute_nics(self) -> list[Nic]:
+        """Compute NICs in rail order."""
+        return sorted(self.nics_for("compute"), key=lambda n: n.rail if n.rail is not None else -1)
+
+    @property
+    def cores(self) -> int:
+        return self.cpu_sockets * self.cores_per_socket
+
+
+@dataclass
+class Site:
+    raw: dict[str, Any]
+    name: str
+    tier: str
+    domain: str
+    hosts: list[Host]
+    node: Node
+    fabric: dict[str, Any]
+    storage: dict[str, Any]
+    facility: dict[str, Any]
+    network: dict[str, Any]
+    workload: dict[str, Any]
+    gpu_policy: dict[str, Any]
+    lab: dict[str, Any] = field(default_factory=dict)
+
+    def hosts_in(self, role: str) -> list[str]:
+        return [h.name for h in self.hosts if role in h.roles]
+
+    @property
+    def compute_hosts(self) -> list[str]:
+        return self.hosts_in("compute")
+
+    @property
+    def head(self) -> str:
+        return self.hosts_in("head")[0]
+
+
+def _section(raw: dict[str, Any], name: str, required: bool = True) -> dict[str, Any]:
+    value = raw.get(name)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise PlanError(name, value, "a mapping (see inventories/tier3/group_vars/all/ for an example)")
+    return dict(value)
+
+
+def _get(section: dict[str, Any], prefix: str, key: str, default: Any = ...) -> Any:
+    if key in section and section[key] is not None:
+        return section[key]
+    if default is ...:
+        raise PlanError(f"{prefix}.{key}", None, "a value is required here")
+    return default
+
+
+def _str(section: dict[str, Any], prefix: str, key: str, default: Any = ...) -> str:
+    value = _get(section, prefix, key, default)
+    if value is not None and not isinstance(value, str):
+        raise PlanError(f"{prefix}.{key}", value, "a string")
+    return value
+
+
+def hosts_from_groups(groups: dict[str, list[str]]) -> list[Host]:
+    """Hosts in plan order (head, storage, compute; each by name); roles from the groups.
+
+    A host in several groups (tier1's single server) appears once with all its roles.
+    ``nfs_server``, ``lustre_mds`` and ``lustre_oss`` hosts are storage hosts too.
+    """
+    roles: dict[str, list[str]] = {}
+    known = {name for group in ROLE_GROUPS for name in groups.get(group) or []}
+    everyone = groups.get("all") or sorted({name for hosts in groups.values() for name in hosts or []})
+    lost = sorted(str(name) for name in everyone if name not in known)
+    require(
+        not lost,
+        "groups",
+        lost,
+        f"every host in at least one of the groups {', '.join(ROLE_GROUPS)} (a host in no known group would be"
+        " contacted by site.yml without a role or plan)",
+    )
+    for group in ROLE_GROUPS:
+        for name in sorted(groups.get(group) or []):
+            require(
+                bool(HOSTNAME.match(str(name))),
+                f"groups.{group}",
+                name,
+                "a host name of lowercase letters, digits and '-' (it becomes a Slurm node and DNS name)",
+            )
+            entry = roles.setdefault(name, [])
+            if group not in entry:
+                entry.append(group)
+            if group in ("nfs_server", "lustre_mds", "lustre_oss") and "storage" not in entry:
+                entry.append("storage")
+    require(bool(groups.get("head")), "groups.head", groups.get("head"), "exactly one host in group 'head'")
+    require(len(groups.get("head") or []) == 1, "groups.head", groups.get("head"), "exactly one host in group 'head'")
+    require(bool(groups.get("compute")), "groups.compute", groups.get("compute"), "at least one compute host")
+    rank = {g: i for i, g in enumerate(("head", "storage", "compute"))}
+
+    def order(item: tuple[str, list[str]]) -> tuple[int, str]:
+        name, host_roles = item
+        return (min(rank.get(r, 1) for r in host_roles), name)
+
+    return [Host(name, sorted(r)) for name, r in sorted(roles.items(), key=order)]
+
+
+def _pcie_switch(item: dict[str, Any], field: str) -> str | None:
+    """The optional ``pcie_switch`` of a GPU or NIC: a PCI address, stored lower-case as NCCL writes bus ids."""
+    switch = item.get("pcie_switch")
+    if switch is None:
+        return None
+    require(
+        isinstance(switch, str) and bool(PCI_BUS.match(switch)),
+        f"{field}.pcie_switch",
+        switch,
+        "the PCI address DDDD:BB:DD.F of the PCIe switch's upstream bridge (lspci -t / nvidia-smi topo -m)",
+    )
+    return switch.lower()
+
+
+def _node(raw: dict[str, Any]) -> Node:
+    p = "gpucluster_node"
+    sec = _section(raw, p)
+    gpus_per_node = check_range(_get(sec, p, "gpus_per_node"), f"{p}.gpus_per_node", 1, 16, integer=True)
+    nics: list[Nic] = []
+    seen: set[str] = set()
+    for i, item in enumerate(_get(sec, p, "nics", [])):
+        f = f"{p}.nics[{i}]"
+        require(isinstance(item, dict), f, item, "a mapping with name, purpose, ...")
+        name = _str(item, f, "name")
+        require(name not in seen, f"{f}.name", name, "a NIC name not used before")
+        seen.add(name)
+        purpose = check_choice(_get(item, f, "purpose"), f"{f}.purpose", NIC_PURPOSES)
+        rail = item.get("rail")
+        if purpose == "compute":
+            rail = check_range(rail, f"{f}.rail", 0, gpus_per_node - 1, integer=True)
+        rate = item.get("rate_gbps")
+        if rate is not None:
+            rate = check_range(rate, f"{f}.rate_gbps", 1, 3200)
+        bus = item.get("pci_bus")
+        if bus is not None:
+            require(bool(PCI_BUS.match(str(bus))), f"{f}.pci_bus", bus, "a PCI address DDDD:BB:DD.F")
+        numa = item.get("numa_node")
+        if numa is not None:
+            numa = check_range(numa, f"{f}.numa_node", 0, 63, integer=True)
+        nics.append(
+            Nic(
+                name,
+                str(item.get("netdev", name)),
+                purpose,
+                rail,
+                rate,
+                str(item.get("width", "4x")),
+                bus,
+                numa,
+                _pcie_switch(item, f),
+            )
+        )
+    rails = [n.rail for n in nics if n.purpose == "compute"]
+    require(len(rails) == len(set(rails)), f"{p}.nics", rails, "one compute NIC per rail (rails must not repeat)")
+    gpus: list[Gpu] = []
+    for i, item in enumerate(_get(sec, p, "gpus", [])):
+        f = f"{p}.gpus[{i}]"
+        require(isinstance(item, dict), f, item, "a mapping with index, pci_bus, numa_node, nic")
+        idx = check_range(_get(item, f, "index"), f"{f}.index", 0, gpus_per_node - 1, integer=True)
+        bus = _str(item, f, "pci_bus")
+        require(bool(PCI_BUS.match(bus)), f"{f}.pci_bus", bus, "a PCI address DDDD:BB:DD.F")
+        numa = check_range(_get(item, f, "numa_node"), f"{f}.numa_node", 0, 63, integer=True)
+        nic = item.get("nic")
+        require(nic is None or nic in seen, f"{f}.nic", nic, "the name of a NIC listed in gpucluster_node.nics")
+        gpus.append(Gpu(idx, bus, numa, nic, _pcie_switch(item, f)))
+    if gpus:
+        require(
+            sorted(g.index for g in gpus) == list(range(gpus_per_node)),
+            f"{p}.gpus",
+            [g.index for g in gpus],
+            f"one entry per GPU, indexes 0..{gpus_per_node - 1}",
+        )
+    _check_unique_pci_bus(gpus, nics)
+    limits = sec.get("gpu_temp_limits")
+    return Node(
+        gpu_model=_str(sec, p, "gpu_model"),
+        gpus_per_node=gpus_per_node,
+        cpu_sockets=check_range(_get(sec, p, "cpu_sockets"), f"{p}.cpu_sockets", 1, 8, integer=True),
+        cores_per_socket=check_range(_get(sec, p, "cores_per_socket"), f"{p}.cores_per_socket", 1, 512, integer=True),
+        threads_per_core=check_range(_get(sec, p, "threads_per_core", 1), f"{p}.threads_per_core", 1, 8, integer=True),
+        memory_gib=check_range(_get(sec, p, "memory_gib"), f"{p}.memory_gib", 1, 65536),
+        base_power_w=check_range(_get(sec, p, "base_power_w"), f"{p}.base_power_w", 0, 50000),
+        gpus=sorted(gpus, key=lambda g: g.index),
+        nics=nics,
+        psu_count=sec.get("psu_count"),
+        psu_rating_w=sec.get("psu_rating_w"),
+        gpu_temp_limits=limits if isinstance(limits, dict) else None,
+        nccl_topology=check_choice(_get(sec, p, "nccl_topology", "detect"), f"{p}.nccl_topology", NCCL_TOPOLOGIES),
+        # PCIe Gen5 x16: H100 SXM and ConnectX-7 (Azure's H100 topo file, azhpc-images topology/ndv5-topo.xml)
+        pcie_gen=check_range(_get(sec, p, "pcie_gen", 5), f"{p}.pcie_gen", 3, 6, integer=True),
+        one_compute_nic_per_gpu=_get(sec, p, "one_compute_nic_per_gpu", True),
+    )
+
+
+def _check_unique_pci_bus(gpus: list[Gpu], nics: list[Nic]) -> None:
+    """No two devices of a node (GPUs and NICs) at one PCI address: NCCL's topology would list it twice."""
+    seen: dict[str, str] = {}
+    devices = [(f"gpus[{g.index}]", g.pci_bus) for g in gpus] + [
+        (f"nics[{i}]", n.pci_bus) for i, n in enumerate(nics) if n.pci_bus
+    ]
+    for where, bus in devices:
+        bus = bus.lower()
+        require(
+            bus not in seen,
+            f"gpucluster_node.{where}.pci_bus",
+            bus,
+            f"a PCI address no other device of the node has (gpucluster_node.{seen.get(bus)} is at {bus})",
+        )
+        seen[bus] = where
+
+
+def _check_gpu_nic_pairing(node: Node, tier: str, fabric_type: str) -> None:
+    """Tier2 and up with a fabric: exactly one compute NIC per GPU, each GPU on its own (the 1:1 rail design,
+    docs/fabric.md), unless ``gpucluster_node.one_compute_nic_per_gpu: false`` opts out."""
+    p = "gpucluster_node"
+    if tier == "tier1" or fabric_type == "none" or node.one_compute_nic_per_gpu is False:
+        return
+    opt_out = f"(or set {p}.one_compute_nic_per_gpu: false to opt out of the 1:1 design)"
+    compute = node.compute_nics
+    require(
+        len(compute) == node.gpus_per_node,
+        f"{p}.nics",
+        [n.name for n in compute],
+        f"exactly one compute NIC per GPU on {tier}: {node.gpus_per_node} for {p}.gpus_per_node "
+        f"{node.gpus_per_node}, not {len(compute)} {opt_out}",
+    )
+    names = {n.name for n in compute}
+    owner: dict[str, int] = {}
+    for gpu in node.gpus:
+        f = f"{p}.gpus[{gpu.index}].nic"
+        require(
+            gpu.nic in names, f, gpu.nic, f"the name of a compute NIC (one of {', '.join(sorted(names))}) {opt_out}"
+        )
+        require(
+            gpu.nic not in owner,
+            f,
+            gpu.nic,
+            f"a compute NIC no other GPU uses (GPU {owner.get(gpu.nic)} is on {gpu.nic}) {opt_out}",
+        )
+        owner[str(gpu.nic)] = gpu.index
+
+
+def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
+    """Check the inventory and return a :class:`Site`; raise PlanError on the first bad field."""
+    require(isinstance(raw, dict), "gpucluster_*", type(raw).__name__, "a mapping of the gpucluster_* variables")
+    # types, closed sections and string forms first (schema_v1.json); ranges and cross-field rules below
+    check_inventory(raw)
+    cluster = _section(raw, "gpucluster_cluster")
+    name = _str(cluster, "gpucluster_cluster", "name")
+    require(
+        bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name)),
+        "gpucluster_cluster.name",
+        name,
+        "letters, digits, '.', '_' and '-' (it names build/plan/<name>)",
+    )
+    node = _node(raw)
+    fabric = _section(raw, "gpucluster_fabric")
+    fabric_type = check_choice(_get(fabric, "gpucluster_fabric", "type"), "gpucluster_fabric.type", FABRIC_TYPES)
+    tier = _str(cluster, "gpucluster_cluster", "tier")
+    _check_gpu_nic_pairing(node, tier, fabric_type)
+    storage = _section(raw, "gpucluster_storage")
+    check_choice(_get(storage, "gpucluster_storage", "type"), "gpucluster_storage.type", STORAGE_TYPES)
+    policy = _section(raw, "gpucluster_gpu_policy", required=False)
+    policy.setdefault("clock_policy", "max_performance")
+    check_choice(policy["clock_policy"], "gpucluster_gpu_policy.clock_policy", CLOCK_POLICIES)
+    return Site(
+        raw=raw,
+        name=name,
+        tier=tier,
+        domain=_str(cluster, "gpucluster_cluster", "domain", "cluster.internal"),
+        hosts=hosts_from_groups(groups),
+        node=node,
+        fabric=fabric,
+        storage=storage,
+        facility=_section(raw, "gpucluster_facility"),
+        network=_section(raw, "gpucluster_network"),
+        workload=_section(raw, "gpucluster_workload"),
+        gpu_policy=policy,
+        lab=_section(raw, "gpucluster_lab", required=False),
+    )

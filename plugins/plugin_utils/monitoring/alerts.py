@@ -1,0 +1,445 @@
+"""Alert rules from the plan and the promtool tests of those rules (monitoring_plan in prometheus.py
+renders both for the head).
+
+Every threshold is a number the plan already holds; nothing here is a new number:
+
+=========================  ==============================  ===================================
+alert                      threshold (plan key)            metric (exporter)
+=========================  ==============================  ===================================
+GpuTemperatureWarning      gpu.temperature.warn_c          DCGM_FI_DEV_GPU_TEMP (dcgm-exporter)
+GpuTemperatureCritical     gpu.temperature.critical_c      DCGM_FI_DEV_GPU_TEMP
+GpuPowerAboveCap           gpu.clocks.power_limit_w        DCGM_FI_DEV_POWER_USAGE
+GpuXidError                any XID                         DCGM_FI_DEV_XID_ERRORS (last XID)
+GpuDoubleBitEcc            any DBE                         DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
+GpuNvlinkErrors            any new CRC flit error          DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+GpuExporterDown            scrape fails                    up{job="dcgm"}
+NodeDown                   scrape fails                    up{job="node"} (node-exporter)
+InfinibandPortDown         state != ACTIVE                 node_infiniband_state_id
+InfinibandPortDegraded     fabric.link_rate_gbps           node_infiniband_rate_bytes_per_second
+Coolant* (DLC only)        cooling.supply_warn_c, ...      gpucluster_coolant_* (site BMC/CDU exporter)
+=========================  ==============================  ===================================
+
+Comparisons. A plan number that is an *alarm point* (warn/critical temperatures, supply and
+return warnings, ΔT high, flow low/critical) alerts at the value itself (``>=``/``<=``). A
+number that is a *limit of the allowed range* (the power cap, the ASHRAE class maximum, the
+return maximum, the planned link rate) is still allowed, so the alert needs a value strictly
+beyond it (``>``/``<``). The promtool tests pin every boundary from both sides: an alarm
+point fires exactly at its value and stays quiet one step to the safe side; a limit stays
+quiet exactly at its value and fires one step beyond. Alerts with ``for:`` are also shown
+pending (not firing) one evaluation before the duration has passed.
+
+Metric names (docs/monitoring.md): dcgm-exporter on :9400 (docs/sources.md §5.4; the ECC DBE and
+NVLink counters are commented out in its default counters file and must be enabled),
+node-exporter on :9100 with its infiniband collector, and for DLC sites the site's BMC/CDU
+exporter publishing gpucluster_coolant_supply_celsius, gpucluster_coolant_return_celsius
+and gpucluster_coolant_flow_lpm, one series per rack loop with a ``loop`` label.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: the exporters' ports: the rule tests' series carry them in ``instance`` (prometheus.py scrapes them)
+NODE_EXPORTER_PORT = 9100
+DCGM_EXPORTER_PORT = 9400
+IB_ACTIVE = 4  # node_infiniband_state_id: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
+RULE_FILE = "gpucluster.rules.yml"  # the test file sits next to it and names it relatively
+TEST_INTERVAL_MIN = 1  # promtool tests step one minute; every ``for`` is whole minutes
+NVLINK_WINDOW = "10m"
+
+SUPPLY = "gpucluster_coolant_supply_celsius"
+RETURN = "gpucluster_coolant_return_celsius"
+FLOW = "gpucluster_coolant_flow_lpm"
+COOLANT_METRICS = (SUPPLY, RETURN, FLOW)
+
+# how each comparison is pinned: (value of the firing case, value of the quiet case) from
+# the threshold t and the step s of the metric
+_PIN = {
+    ">=": lambda t, s: (t, t - s),
+    "<=": lambda t, s: (t, t + s),
+    ">": lambda t, s: (t + s, t),
+    "<": lambda t, s: (t - s, t),
+}
+
+
+def _num(x: float) -> str:
+    """A PromQL/YAML number literal: integers without a fraction, floats as Python's shortest repr."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def _go_template(summary: str) -> str:
+    """Summary in mini format (``{label}``, ``{value:.Nf}``) -> Prometheus alert template."""
+    out = re.sub(r"\{value:\.(\d)f\}", r'{{ $value | printf "%.\1f" }}', summary)
+    return re.sub(r"\{(\w+)\}", r"{{ $labels.\1 }}", out)
+
+
+def _render(summary: str, labels: dict[str, str], value: float) -> str:
+    """What Prometheus renders from the same summary (Go's %.Nf rounds like Python's)."""
+    return summary.format(value=value, **labels)
+
+
+def _labels(text: str) -> dict[str, str]:
+    return {k: v.strip('"') for k, v in (part.split("=", 1) for part in text.split(",") if part)}
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def _minutes(duration: str) -> int:
+    m = re.fullmatch(r"(\d+)m", duration)
+    if not m:
+        raise ValueError(f"alert durations are whole minutes, got {duration!r}")
+    return int(m.group(1))
+
+
+class _Rules:
+    """Collects alert rules (by group) and, per alert, its firing and quiet test cases."""
+
+    def __init__(self) -> None:
+        self.groups: list[dict[str, Any]] = []
+        self.alerts: list[dict[str, Any]] = []
+
+    def add(
+        self,
+        group: str,
+        name: str,
+        expr: str,
+        for_: str,
+        severity: str,
+        summary: str,
+        cases: list[dict[str, Any]],
+        threshold: dict[str, Any] | None = None,
+    ) -> None:
+        rule = {
+            "alert": name,
+            "expr": expr,
+            "for": for_,
+            "labels": {"severity": severity},
+            "annotations": {"summary": _go_template(summary)},
+        }
+        for g in self.groups:
+            if g["name"] == group:
+                g["rules"].append(rule)
+                break
+        else:
+            self.groups.append({"name": group, "rules": [rule]})
+        self.alerts.append(
+            {
+                "alert": name,
+                "for": for_,
+                "severity": severity,
+                "summary": summary,
+                "cases": cases,
+                "threshold": threshold,
+            }
+        )
+
+    def threshold(
+        self,
+        group: str,
+        name: str,
+        *,
+        metric: str,
+        op: str,
+        value: float,
+        plan_key: str,
+        step: float,
+        for_: str,
+        severity: str,
+        summary: str,
+        labels: dict[str, str],
+        selector: str = "",
+        convert: tuple[str, float] = ("", 1.0),
+    ) -> None:
+        """An alert ``metric op value``. ``convert``: PromQL that turns the exporter's unit into the
+        plan's, and the factor from the plan's unit back to the exporter's (for the test series)."""
+        lhs = f"{metric}{selector}{convert[0]}"
+        fire, quiet = (round(v, 6) for v in _PIN[op](value, step))
+        cases = [
+            {"state": state, "value": v, "series": [(metric, labels, _num(v * convert[1]))], "labels": labels}
+            for state, v in (("fire", fire), ("quiet", quiet))
+        ]
+        self.add(
+            group,
+            name,
+            f"{lhs} {op} {_num(value)}",
+            for_,
+            severity,
+            summary,
+            cases,
+            {"plan": plan_key, "op": op, "value": value, "fire": fire, "quiet": quiet},
+        )
+
+
+def _gpu_rules(r: _Rules, plan: dict[str, Any], gpu: dict[str, str]) -> None:
+    temp = plan["gpu"]["temperature"]
+    where = "GPU {gpu} on {host}"
+    if temp.get("warn_c") is not None:
+        r.threshold(
+            "gpu",
+            "GpuTemperatureWarning",
+            metric="DCGM_FI_DEV_GPU_TEMP",
+            op=">=",
+            value=temp["warn_c"],
+            plan_key="gpu.temperature.warn_c",
+            step=1,
+            for_="2m",
+            severity="warning",
+            labels=gpu,
+            summary=f"{where} at {{value:.0f}} C (warning from {temp['warn_c']} C)",
+        )
+        r.threshold(
+            "gpu",
+            "GpuTemperatureCritical",
+            metric="DCGM_FI_DEV_GPU_TEMP",
+            op=">=",
+            value=temp["critical_c"],
+            plan_key="gpu.temperature.critical_c",
+            step=1,
+            for_="1m",
+            severity="critical",
+            labels=gpu,
+            summary=f"{where} at {{value:.0f}} C, at or above its max operating {temp['critical_c']} C: drain the node",
+        )
+    cap = plan["gpu"]["clocks"]["power_limit_w"]
+    r.threshold(
+        "gpu",
+        "GpuPowerAboveCap",
+        metric="DCGM_FI_DEV_POWER_USAGE",
+        op=">",
+        value=cap,
+        plan_key="gpu.clocks.power_limit_w",
+        step=1,
+        for_="5m",
+        severity="warning",
+        labels=gpu,
+        summary=f"{where} draws {{value:.0f}} W, above its {_num(cap)} W limit: the power limit is not applied",
+    )
+
+    def flag(name: str, metric: str, fire: float, quiet: float, severity: str, summary: str) -> None:
+        cases = [
+            {"state": s, "value": v, "series": [(metric, gpu, _num(v))], "labels": gpu}
+            for s, v in (("fire", fire), ("quiet", quiet))
+        ]
+        r.add("gpu", name, f"{metric} > 0", "0m", severity, summary, cases)
+
+    # XID_ERRORS is a gauge holding the last XID (docs/sources.md §5.4): any non-zero value is an XID
+    flag("GpuXidError", "DCGM_FI_DEV_XID_ERRORS", 79, 0, "critical", f"{where} reported XID {{value:.0f}}")
+    flag(
+        "GpuDoubleBitEcc",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        1,
+        0,
+        "critical",
+        f"{where} has {{value:.0f}} double-bit ECC errors: drain the node and reset the GPU",
+    )
+    # NVLink CRC counters only grow: alert on new errors, not on the total since boot
+    metric = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+    r.add(
+        "gpu",
+        "GpuNvlinkErrors",
+        f"increase({metric}[{NVLINK_WINDOW}]) > 0",
+        "0m",
+        "warning",
+        f"{where} counted NVLink CRC errors in the last {NVLINK_WINDOW}",
+        [
+            {"state": "fire", "value": None, "series": [(metric, gpu, "3x5 4x10")], "labels": gpu, "start": 6},
+            {"state": "quiet", "value": None, "series": [(metric, gpu, "3x15")], "labels": gpu},
+        ],
+    )
+
+
+def _up_rule(r: _Rules, name: str, job: str, severity: str, labels: dict[str, str], summary: str) -> None:
+    lab = {"job": job, **labels}
+    cases = [
+        {"state": s, "value": v, "series": [("up", lab, _num(v))], "labels": lab}
+        for s, v in (("fire", 0), ("quiet", 1))
+    ]
+    r.add("node", name, f'up{{job="{job}"}} == 0', "2m" if job == "node" else "5m", severity, summary, cases)
+
+
+def _fabric_rules(r: _Rules, fab: dict[str, Any], port: dict[str, str]) -> None:
+    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    sel = {"role": "compute"}
+    selector = _selector(sel)[:-1] + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
+    where = "{host} {device} port {port}"
+    cases = [
+        {"state": s, "value": v, "series": [("node_infiniband_state_id", port, _num(v))], "labels": port}
+        for s, v in (("fire", 1), ("quiet", IB_ACTIVE))
+    ]
+    r.add(
+        "fabric",
+        "InfinibandPortDown",
+        f"node_infiniband_state_id{selector} != {IB_ACTIVE}",
+        "1m",
+        "critical",
+        f"{where} is not ACTIVE (state {{value:.0f}})",
+        cases,
+    )
+    rate = fab["link_rate_gbps"]
+    r.threshold(
+        "fabric",
+        "InfinibandPortDegraded",
+        metric="node_infiniband_rate_bytes_per_second",
+        op="<",
+        value=rate,
+        plan_key="fabric.link_rate_gbps",
+        step=1,
+        for_="5m",
+        severity="warning",
+        labels=port,
+        selector=selector,
+        convert=(" * 8 / 1e9", 1e9 / 8),
+        summary=f"{where} runs at {{value:.0f}} Gb/s, below the planned {_num(rate)} Gb/s",
+    )
+
+
+def _cooling_rules(r: _Rules, cool: dict[str, Any], loop: dict[str, str]) -> None:
+    at = "coolant {what} of loop {loop} at {value:.1f} "
+    for name, metric, key, op, for_, severity, what, unit, limit in (
+        ("CoolantSupplyWarning", SUPPLY, "supply_warn_c", ">=", "2m", "warning", "supply", "C", "warning from"),
+        (
+            "CoolantSupplyHigh",
+            SUPPLY,
+            "supply_max_c",
+            ">",
+            "1m",
+            "critical",
+            "supply",
+            "C",
+            f"above the {cool['ashrae_class']} maximum",
+        ),
+        ("CoolantReturnWarning", RETURN, "return_warn_c", ">=", "2m", "warning", "return", "C", "warning from"),
+        ("CoolantReturnHigh", RETURN, "return_max_c", ">", "1m", "critical", "return", "C", "above the maximum"),
+        ("CoolantFlowLow", FLOW, "flow_low_lpm", "<=", "2m", "warning", "flow", "L/min", "low from"),
+        ("CoolantFlowCritical", FLOW, "flow_critical_lpm", "<=", "1m", "critical", "flow", "L/min", "critical from"),
+    ):
+        r.threshold(
+            "cooling",
+            name,
+            metric=metric,
+            op=op,
+            value=cool[key],
+            plan_key=f"cooling.{key}",
+            step=0.1,
+            for_=for_,
+            severity=severity,
+            labels=loop,
+            summary=at.replace("{what}", what) + f"{unit} ({limit} {_num(cool[key])} {unit})",
+        )
+
+    # dT: return - supply of the same loop; the supply sample is chosen so the difference is exact
+    rise = cool["delta_t_high_k"]
+    fire, quiet = rise, round(rise - 0.1, 6)
+    base = next(
+        s for s in (float(cool["supply_warn_c"] - 10), 20.0, 16.0, 0.0) if all((s + v) - s == v for v in (fire, quiet))
+    )
+
+    def dt_case(state: str, v: float) -> dict[str, Any]:
+        return {
+            "state": state,
+            "value": v,
+            "labels": {"loop": loop["loop"]},
+            "series": [(SUPPLY, loop, _num(base)), (RETURN, loop, _num(base + v))],
+        }
+
+    r.add(
+        "cooling",
+        "CoolantDeltaTHigh",
+        f"{RETURN} - on(loop) {SUPPLY} >= {_num(rise)}",
+        "5m",
+        "warning",
+        f"coolant of loop {{loop}} rises {{value:.1f}} K (warning from {_num(rise)} K, design "
+        f"{_num(cool['design_delta_t_k'])} K): flow too low for the heat load",
+        [dt_case("fire", fire), dt_case("quiet", quiet)],
+        {"plan": "cooling.delta_t_high_k", "op": ">=", "value": rise, "fire": fire, "quiet": quiet},
+    )
+
+    # without the coolant series every rule above stays silent: say so
+    present = [(m, loop, "20x15") for m in COOLANT_METRICS]
+    r.add(
+        "cooling",
+        "CoolantTelemetryAbsent",
+        " or ".join(f"absent({m})" for m in COOLANT_METRICS),
+        "5m",
+        "warning",
+        "no coolant telemetry: the BMC/CDU exporter must publish "
+        + ", ".join(COOLANT_METRICS)
+        + " (docs/monitoring.md)",
+        [
+            {"state": "fire", "value": 1, "series": present[:2], "labels": {}},
+            {"state": "quiet", "value": None, "series": present, "labels": {}},
+        ],
+    )
+
+
+def alert_rules(plan: dict[str, Any]) -> dict[str, Any]:
+    """Rule groups (``groups``) and per alert its cases and threshold (``alerts``)."""
+    hosts = plan["hosts"]
+    compute = next((h for h, v in hosts.items() if "compute" in v["roles"]), plan["cluster"]["head"])
+    addr = hosts[compute]["addresses"]["management"]
+    r = _Rules()
+    gpu = {"job": "dcgm", "instance": f"{addr}:{DCGM_EXPORTER_PORT}", "host": compute, "role": "compute", "gpu": "0"}
+    _gpu_rules(r, plan, gpu)
+    node = {"instance": f"{addr}:{NODE_EXPORTER_PORT}", "host": compute, "role": "compute"}
+    _up_rule(r, "NodeDown", "node", "critical", node, "{host} ({instance}) does not answer: host or node-exporter down")
+    _up_rule(
+        r,
+        "GpuExporterDown",
+        "dcgm",
+        "warning",
+        {**node, "instance": gpu["instance"]},
+        "dcgm-exporter on {host} ({instance}) does not answer: no GPU alerts from this node",
+    )
+    if plan["fabric"]["type"] in ("infiniband", "roce"):
+        port = {"job": "node", **node, "device": "mlx5_0", "port": "1"}
+        _fabric_rules(r, plan["fabric"], port)
+    if plan["cooling"]["cooling"] == "dlc":
+        _cooling_rules(r, plan["cooling"], {"job": "facility", "instance": "cdu01:9100", "loop": "rack1"})
+    return {"groups": r.groups, "alerts": r.alerts}
+
+
+def _input_series(series: list[tuple[str, dict[str, str], str]]) -> list[dict[str, str]]:
+    horizon = 15  # minutes of samples: past every quiet check (10m) and every ``for`` (<= 5m)
+    out = []
+    for metric, labels, values in series:
+        vals = values if " " in values or "x" in values else f"{values}x{horizon}"
+        out.append({"series": f"{metric}{_selector(labels)}", "values": vals})
+    return out
+
+
+def rule_tests(alerts: list[dict[str, Any]], rule_file: str = RULE_FILE) -> dict[str, Any]:
+    """promtool unit tests: per alert one firing and one quiet case (see the module doc)."""
+    tests = []
+    for a in alerts:
+        hold = _minutes(a["for"])
+        if hold > 5:
+            raise ValueError(f"{a['alert']}: for {a['for']} is longer than the test series")
+        for case in a["cases"]:
+            checks: list[dict[str, Any]] = []
+            if case["state"] == "fire":
+                start = case.get("start", 0)
+                if hold:  # one evaluation before ``for`` has passed: pending, not firing
+                    checks.append(
+                        {"eval_time": f"{start + hold - TEST_INTERVAL_MIN}m", "alertname": a["alert"], "exp_alerts": []}
+                    )
+                firing = {
+                    "exp_labels": {**case["labels"], "severity": a["severity"]},
+                    "exp_annotations": {"summary": _render(a["summary"], case["labels"], case["value"])},
+                }
+                checks.append({"eval_time": f"{start + hold}m", "alertname": a["alert"], "exp_alerts": [firing]})
+            else:
+                checks.append({"eval_time": "10m", "alertname": a["alert"], "exp_alerts": []})
+            value = "" if case["value"] is None else f" at {_num(case['value'])}"
+            tests.append(
+                {
+                    "name": f"{a['alert']} {case['state']}{value}",
+                    "interval": f"{TEST_INTERVAL_MIN}m",
+                    "input_series": _input_series(case["series"]),
+                    "alert_rule_test": checks,
+                }
+            )
+    return {"rule_files": [rule_file], "evaluation_interval": f"{TEST_INTERVAL_MIN}m", "tests": tests}

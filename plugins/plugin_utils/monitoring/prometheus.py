@@ -1,0 +1,94 @@
+"""Monitoring from the plan: what the head's Prometheus scrapes, Alertmanager's inhibitions and the
+head's firewall, with the alert rules and their promtool tests (:mod:`alerts`) rendered as YAML.
+
+Ports: node-exporter :9100, dcgm-exporter :9400 (docs/sources.md §5.4), Prometheus :9090, Alertmanager
+:9093, slurmctld :6817, slurmdbd :6819 (docs/monitoring.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
+    COOLANT_METRICS,
+    DCGM_EXPORTER_PORT,
+    NODE_EXPORTER_PORT,
+    alert_rules,
+    rule_tests,
+)
+
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+SLURMCTLD_PORT = 6817
+SLURMDBD_PORT = 6819
+SCRAPE_INTERVAL = "30s"
+EVALUATION_INTERVAL = "30s"
+
+
+def _role(roles: list[str]) -> str:
+    return "compute" if "compute" in roles else ("head" if "head" in roles else roles[0])
+
+
+def scrape_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """node-exporter on every host, dcgm-exporter on every compute node, at management addresses."""
+
+    def target(name: str, host: dict[str, Any], port: int) -> dict[str, str]:
+        return {"address": f"{host['addresses']['management']}:{port}", "host": name, "role": _role(host["roles"])}
+
+    hosts = plan["hosts"]
+    return [
+        {"name": "node", "targets": [target(n, h, NODE_EXPORTER_PORT) for n, h in hosts.items()]},
+        {
+            "name": "dcgm",
+            "targets": [target(n, h, DCGM_EXPORTER_PORT) for n, h in hosts.items() if "compute" in h["roles"]],
+        },
+    ]
+
+
+#: Alertmanager inhibitions: while the first alert fires, the second one for the same labels is muted.
+INHIBIT = (
+    ("GpuTemperatureCritical", "GpuTemperatureWarning", ["host", "gpu"]),
+    ("NodeDown", "GpuExporterDown", ["host"]),
+    ("InfinibandPortDown", "InfinibandPortDegraded", ["host", "device", "port"]),
+    ("CoolantSupplyHigh", "CoolantSupplyWarning", ["loop"]),
+    ("CoolantReturnHigh", "CoolantReturnWarning", ["loop"]),
+    ("CoolantFlowCritical", "CoolantFlowLow", ["loop"]),
+)
+
+
+def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """Everything the head's Prometheus, Alertmanager and firewall need, from the plan."""
+    import yaml  # PyYAML ships with ansible-core; rendering text here keeps templates trivial
+
+    head = plan["cluster"]["head"]
+    address = plan["hosts"][head]["addresses"]["management"]
+    rules = alert_rules(plan)
+    names = [a["alert"] for a in rules["alerts"]]
+    jobs = scrape_jobs(plan)
+
+    def dump(data: dict[str, Any]) -> str:
+        return yaml.safe_dump(data, sort_keys=False, width=1000, allow_unicode=True)
+
+    return {
+        "server": head,
+        "address": address,
+        "prometheus_port": PROMETHEUS_PORT,
+        "alertmanager_port": ALERTMANAGER_PORT,
+        "node_exporter_port": NODE_EXPORTER_PORT,
+        "dcgm_exporter_port": DCGM_EXPORTER_PORT,
+        "scrape_interval": SCRAPE_INTERVAL,
+        "evaluation_interval": EVALUATION_INTERVAL,
+        "scrape_jobs": jobs,
+        "targets": {job["name"]: [t["address"] for t in job["targets"]] for job in jobs},
+        "alerts": names,
+        "thresholds": {a["alert"]: a["threshold"] for a in rules["alerts"] if a["threshold"]},
+        "inhibit": [{"source": s, "target": t, "equal": eq} for s, t, eq in INHIBIT if s in names and t in names],
+        "coolant_metrics": list(COOLANT_METRICS) if plan["cooling"]["cooling"] == "dlc" else [],
+        "rules_yaml": dump({"groups": rules["groups"]}),
+        "rule_tests_yaml": dump(rule_tests(rules["alerts"])),
+        # head services that answer the management network only (nftables on the head)
+        "firewall": {
+            "management_cidr": plan["network"]["pools"]["management"]["cidr"],
+            "tcp_ports": [SLURMCTLD_PORT, SLURMDBD_PORT, PROMETHEUS_PORT, ALERTMANAGER_PORT, NODE_EXPORTER_PORT],
+        },
+    }

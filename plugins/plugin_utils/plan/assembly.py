@@ -1,0 +1,442 @@
+"""The one entry point: the whole cluster plan from the inventory.
+
+``cluster_plan(site_vars, groups)`` takes the inventory's ``gpucluster_*`` variables and
+its groups, checks them (inventory/site.py), answers every question of the design
+(tier, GPU clocks and power, rack power, cooling, storage sizing, Lustre, NCCL,
+parallelism, addresses, fabric, validation floors, host settings) and returns one
+JSON-serialisable dict. It does no I/O; filters, modules and the CLI call it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, ibfabric
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
+    clocks,
+    cooling,
+    dcgm,
+    health,
+    nccl,
+    parallelism,
+    power,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host, netplan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site, load_site
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import prometheus as monitoring
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_manifest
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre, lustre_targets, nfs, storage
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import floors as validation
+
+SCHEMA_VERSION = 1
+
+
+def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
+    """The GPU model, its clocks at the power limit the power plan decided, and its temperatures."""
+    model = catalog.gpu_model(site.node.gpu_model)
+    policy = site.gpu_policy
+    plan_clocks = clocks.gpu_clocks(
+        model,
+        policy["clock_policy"],
+        sm_mhz=policy.get("sm_mhz"),
+        mem_mhz=policy.get("mem_mhz"),
+        power_cap_w=policy.get("power_cap_w"),
+        power_limit=power.PowerLimit.from_dict(pw),
+    )
+    temps = cooling.gpu_temperature_thresholds(model, override=site.node.gpu_temp_limits)
+    return {"model": catalog.gpu_model_as_dict(model), "clocks": plan_clocks, "temperature": temps}
+
+
+def _power(site: Site) -> dict[str, Any]:
+    """Node/rack power at the applied GPU limit: the policy's limit, lowered when the rack cannot hold it.
+
+    This is where the GPU power limit is decided (power.decide_power_limit); _gpu applies it.
+    """
+    fac, model = site.facility, catalog.gpu_model(site.node.gpu_model)
+    policy = site.gpu_policy
+    p = "gpucluster_facility"
+    requested_w, requested_source = clocks.requested_power_limit(
+        model, policy["clock_policy"], policy.get("power_cap_w")
+    )
+    return power.power_budget(
+        nodes=len(site.compute_hosts),
+        gpus_per_node=site.node.gpus_per_node,
+        gpu_power_w=requested_w,
+        gpu_power_source=requested_source,
+        gpu_default_w=model.power_default_w,
+        gpu_min_w=model.power_min_w,
+        gpu_max_w=model.power_max_w,
+        base_power_w=site.node.base_power_w,
+        racks=check_range(fac.get("racks", 1), f"{p}.racks", 1, 10000, integer=True),
+        rack_budget_kw=fac.get("rack_power_budget_kw"),
+        pdu_rating_kw=fac.get("pdu_rating_kw", fac.get("rack_power_budget_kw")),
+        breaker_amps=fac.get("breaker_amps"),
+        circuit_voltage_v=fac.get("circuit_voltage_v"),
+        circuit_phases=fac.get("circuit_phases", 3),
+    )
+
+
+def _cooling(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
+    """The DLC loop of the fullest rack, sized for the heat it makes at the APPLIED GPU power limit."""
+    fac = site.facility
+    return cooling.dlc_thresholds(
+        cooling=fac.get("cooling", "air"),
+        heat_load_kw=pw["rack_kw"],
+        delta_t_k=fac.get("coolant_delta_t_k", 10),
+        ashrae_class=fac.get("ashrae_class", "W32"),
+        liquid_fraction=fac.get("liquid_heat_fraction", 1.0),
+    )
+
+
+def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
+    st, wl = site.storage, site.workload
+    sizing = storage.storage_sizing(
+        model_params_b=wl.get("model_params_b"),
+        bytes_per_param=wl.get("checkpoint_bytes_per_param", 14),
+        interval_min=wl.get("checkpoint_interval_min", 30),
+        overlap_target=wl.get("checkpoint_overlap_target", 0.10),
+        write_floor_gbps=tier.storage_write_gbps[0],
+        rated_write_gbps=st.get("rated_write_gbps"),
+        gpus=nodes * site.node.gpus_per_node,
+        gpu_hour_cost_usd=wl.get("gpu_hour_cost_usd", 4.0),
+        io_wait_fraction=wl.get("io_wait_fraction", 0.2),
+    )
+    out: dict[str, Any] = {
+        "type": st["type"],
+        "paths": dict(st.get("paths") or {}),
+        "local_scratch": st.get("local_scratch"),
+        "sizing": sizing,
+        "check": storage.storage_check(
+            sizing, tier.storage_write_gbps[0], bool(wl.get("allow_storage_below_need", False))
+        ),
+        "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
+    }
+    if st["type"] == "lustre":
+        out["lustre"] = _lustre(site, addresses)
+    elif st["type"] == "nfs":
+        out["nfs"] = nfs.nfs_plan(
+            nfs=dict(st.get("nfs") or {}),
+            servers=site.hosts_in("nfs_server"),
+            lab=site.lab,
+            addresses=addresses,
+            paths=out["paths"],
+        )
+    else:
+        out["local_nvme"] = storage.local_raid_plan(
+            dict(st.get("local_nvme") or {}),
+            out["paths"],
+            hosts=site.hosts_in("storage"),
+            inventory_hosts=[h.name for h in site.hosts],
+        )
+    return out
+
+
+def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
+    lu = dict(site.storage.get("lustre") or {})
+    p = "gpucluster_storage.lustre"
+    oss = site.hosts_in("lustre_oss")
+    mds = site.hosts_in("lustre_mds")
+    require(bool(mds), "groups.lustre_mds", mds, "one host in group lustre_mds when storage is lustre")
+    require(bool(oss), "groups.lustre_oss", oss, "at least one host in group lustre_oss when storage is lustre")
+    per_oss = check_range(lu.get("osts_per_oss"), f"{p}.osts_per_oss", 1, 256, integer=True)
+    ost_count = per_oss * len(oss)
+    fsname = str(lu.get("fsname", "lustre"))
+    require(
+        fsname.isalnum() and 1 <= len(fsname) <= 8, f"{p}.fsname", fsname, "1 to 8 letters or digits (Lustre fsname)"
+    )
+    paths = {k: v for k, v in (site.storage.get("paths") or {}).items() if k in ("checkpoints", "datasets", "home")}
+    tunables = lustre.lustre_client_tunables(client_ram_gib=site.node.memory_gib)
+    storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
+    lnet_ifaces = storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]]
+    net = lu.get("lnet_net", "o2ib0")
+    # the servers' LNet NICs: gpucluster_storage.lustre.server_interfaces, else the clients' names
+    server_ifaces = lu.get("server_interfaces") or lnet_ifaces
+    require(
+        isinstance(server_ifaces, list) and all(isinstance(i, str) and i for i in server_ifaces),
+        f"{p}.server_interfaces",
+        server_ifaces,
+        "a list of the Lustre servers' LNet interface names",
+    )
+    mgs_addr = addresses["hosts"][mds[0]]
+    mgs_nid = lustre_targets.mgs_nid(mgs_addr.get("storage") or mgs_addr["management"], net)
+    allow = lu.get("allow_format", False)
+    require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
+    mount_point = lu.get("mount_point", f"/lustre/{fsname}")
+    targets = lustre_targets.lustre_targets(
+        fsname=fsname,
+        mds=mds,
+        oss=oss,
+        mgs_nid=mgs_nid,
+        mdt_device=lu.get("mdt_device"),
+        ost_devices=lu.get("ost_devices"),
+        osts_per_oss=per_oss,
+        field=p,
+    )
+    # per host: the MDT's path is often OST 0's path on the OSSs (format_permission.py)
+    allowed = host_devices(
+        lu.get("allow_format_devices"),
+        f"{p}.allow_format_devices",
+        {host: [t["device"] for t in ts] for host, ts in targets.items()},
+        [h.name for h in site.hosts],
+        what=f"Lustre target ({p}.mdt_device on lustre_mds, {p}.ost_devices on lustre_oss)",
+    )
+    return {
+        "fsname": fsname,
+        "mount_point": mount_point,
+        "mgs": mds[0],
+        "mds": mds,
+        "oss": oss,
+        "ost_count": ost_count,
+        "osts_per_oss": per_oss,
+        "layouts": lustre.lustre_layouts(ost_count=ost_count, paths=paths, overrides=lu.get("layouts")),
+        "client_tunables": tunables,
+        "set_param_commands": lustre.lctl_set_param_commands(tunables, fsname),
+        "lnet": lustre.lnet_config(interfaces=lnet_ifaces, net=net),
+        "server_lnet": lustre.lnet_config(interfaces=list(server_ifaces), net=net, field=p),
+        "mgs_nid": mgs_nid,
+        "client_mount": {
+            "what": f"{mgs_nid}:/{fsname}",
+            "where": mount_point,
+            "type": "lustre",
+            "options": "defaults,_netdev,flock",
+        },
+        "targets": targets,
+        "allow_format": allow,
+        "allow_format_devices": allowed,
+    }
+
+
+def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
+    """/etc/nccl.conf, and NCCL_TOPO_FILE only when the site opts in (gpucluster_node.nccl_topology: file).
+
+    On bare metal NCCL's detection from sysfs sees the real PCIe switches; a file replaces that PCI tree
+    (nccl.py), so the reference tiers write none.
+    """
+    ftype = fab["type"]
+    choice = site.node.nccl_topology
+    if ftype == "none":
+        return {
+            "enabled": False,
+            "conf": {},
+            "conf_text": "",
+            "topology": choice,
+            "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
+            "topology_xml": "",
+            "topo_file": None,
+        }
+    topo_file = NCCL_TOPO_FILE if choice == "file" else None
+    mgmt_if = (site.network.get("management") or {}).get("interface", "eth0")
+    conf = nccl.nccl_conf(
+        fabric_type=ftype,
+        topology=fab["topology"],
+        compute_hcas=[n.name for n in site.node.compute_nics],
+        socket_ifname=mgmt_if,
+        nodes=len(site.compute_hosts),
+        roce=fab["roce"],
+        ib_service_level=(fab["infiniband"] or {}).get("service_level"),
+        topo_file=topo_file,
+    )
+    if fab["roce"]:
+        # the ToS the hosts' RoCE setup uses (fabric_host.roce_settings): one value, never two
+        conf["NCCL_IB_TC"] = str(fab["roce"]["traffic_class"])
+    xml = ""
+    if topo_file:
+        require(
+            ftype in ("infiniband", "roce"),
+            "gpucluster_node.nccl_topology",
+            choice,
+            "detect when gpucluster_fabric.type is tcp (the file places RDMA NICs)",
+        )
+        xml = nccl.nccl_topology_xml(
+            gpus=[vars(g) for g in site.node.gpus],
+            nics=[vars(n) for n in site.node.nics],  # all of them: error fields index gpucluster_node.nics
+            fabric_type=ftype,
+            pcie_gen=site.node.pcie_gen,
+        )
+    reason = (
+        f"{topo_file} from the inventory's PCIe switches (gpucluster_node.nccl_topology: file)"
+        if topo_file
+        else "NCCL detects the PCI tree from sysfs (gpucluster_node.nccl_topology: detect); no NCCL_TOPO_FILE"
+    )
+    return {
+        "enabled": True,
+        "conf": conf,
+        "conf_text": nccl.nccl_conf_text(conf),
+        "topology": choice,
+        "topology_reason": reason,
+        "topology_xml": xml,
+        "topo_file": topo_file,  # None: no file (the compute role removes a stale one)
+    }
+
+
+def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
+    f = site.fabric
+    p = "gpucluster_fabric"
+    ftype = f["type"]
+    topology = f.get("topology") or ("none" if ftype == "none" else tier.topology)
+    require(
+        ftype != "none" or topology == "none", f"{p}.topology", topology, "none when gpucluster_fabric.type is none"
+    )
+    require(
+        ftype == "none" or len(site.compute_hosts) > 1 or topology != "none",
+        f"{p}.topology",
+        topology,
+        "a switched topology for a fabric",
+    )
+    nics = site.node.compute_nics
+    if ftype != "none":
+        require(bool(nics), "gpucluster_node.nics", [], "at least one NIC with purpose compute when there is a fabric")
+    rate = f.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400
+    cabling = fabric.expected_cabling(
+        topology=topology if ftype in ("infiniband", "roce") else "none",
+        compute_hosts=site.compute_hosts,
+        rail_hcas=[n.name for n in nics],
+        switch_radix=f.get("switch_radix", 64),
+        spines=f.get("spines", 0),
+        spine_scope=f.get("spine_scope", "shared"),
+        link_rate_gbps=rate,
+        link_width=nics[0].width if nics else "4x",
+    )
+    ib = None
+    if ftype == "infiniband":
+        ib = fabric_host.infiniband_settings(
+            f.get("infiniband"),
+            subnet_manager=f.get("subnet_manager", "head"),
+            topology=topology,
+            subnets=len(ibfabric.subnets(cabling)),
+            field=p,
+        )
+    return {
+        "type": ftype,
+        "topology": topology,
+        "link_rate_gbps": rate,
+        "rails": len(nics),
+        "subnet_manager": ib["subnet_manager"] if ib else None,
+        "infiniband": ib,
+        "roce": fabric_host.roce_settings(f.get("roce"), field=f"{p}.roce") if ftype == "roce" else None,
+        "cabling": cabling,
+        "topology_conf": fabric.slurm_topology_conf(cabling),
+    }
+
+
+def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
+    lab = site.lab if site.lab.get("enabled") else {}
+    memlock = str(lab.get("memlock_kb", "unlimited"))
+    pools = addresses["pools"]
+    prefixes = {name: pool["prefixlen"] for name, pool in pools.items() if name != "fabric"}
+    if addresses.get("rails"):
+        prefixes["rail"] = int(str(addresses["rails"][0]["cidr"]).split("/")[1])
+    mgmt_if = (site.network.get("management") or {}).get("interface", "eth0")
+    out = {}
+    for h in site.hosts:
+        if "compute" in h.roles:
+            nics = [vars(n) for n in site.node.nics]
+            if not any(n["purpose"] == "management" for n in nics):
+                nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
+        else:
+            nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
+        out[h.name] = {
+            "roles": h.roles,
+            "addresses": addresses["hosts"][h.name],
+            "sysctl": system.sysctls(h.roles),
+            "limits": system.limits(h.roles, memlock),
+            "network_units": system.network_units(addresses["hosts"][h.name], nics, prefixes),
+        }
+    return out
+
+
+def cluster_plan(
+    site_vars: dict[str, Any], groups: dict[str, list[str]], role_files: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole plan. ``site_vars``: the ``gpucluster_*`` variables; ``groups``: inventory groups;
+    ``role_files``: each role's file list (roles/<role>/vars/files.yml, read by the cluster_plan
+    filter), for the per-host ``files`` (without them every host's list is empty)."""
+    site = load_site(site_vars, groups)
+    tier = tiers.tier_profile(site.tier)
+    nodes = len(site.compute_hosts)
+    pw = _power(site)  # decides the GPU power limit (rack budget vs. policy)
+    gpu = _gpu(site, pw)  # applies it: -pl, and the value DCGM and the power alert read
+    fab = _fabric(site, tier)
+    addresses = netplan.address_plan(
+        pools=site.network,
+        hosts=[{"name": h.name, "roles": h.roles} for h in site.hosts],
+        rails=fab["rails"] if fab["type"] != "none" else 0,
+    )
+    wl = site.workload
+    plan: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "cluster": {
+            "name": site.name,
+            "tier": site.tier,
+            "domain": site.domain,
+            "head": site.head,
+            "compute_nodes": nodes,
+            "compute_hostlist": hostlist.compress(site.compute_hosts),
+            "gpus_per_node": site.node.gpus_per_node,
+            "gpus_total": nodes * site.node.gpus_per_node,
+            "gpu_model": site.node.gpu_model,
+            "lab": bool(site.lab.get("enabled", False)),
+        },
+        "tier": tiers.tier_as_dict(tier),
+        "hosts": _hosts(site, addresses),
+        "network": {k: v for k, v in addresses.items() if k != "hosts"},
+        "etc_hosts": netplan.etc_hosts_entries(addresses, site.domain),
+        "time": {
+            "server": site.head,
+            "server_address": addresses["hosts"][site.head]["management"],
+            "upstream": list(site.network.get("ntp_servers") or []),
+            # lab only: containers lack CAP_SYS_TIME, chronyd serves time without setting the clock
+            "no_clock_control": bool(site.lab.get("enabled") and site.lab.get("chrony_no_clock_control", True)),
+        },
+        "gpu": gpu,
+        "power": pw,
+        "cooling": _cooling(site, pw),
+        "storage": _storage(site, tier, nodes, addresses),
+        "fabric": fab,
+        "nccl": _nccl(site, fab),
+        "parallelism": parallelism.parallelism(
+            model_params_b=wl.get("model_params_b"),
+            gpus_per_node=site.node.gpus_per_node,
+            nodes=nodes,
+            gpu_memory_gb=gpu["model"]["memory_gb"],
+            tensor_parallel=wl.get("tensor_parallel"),
+            pipeline_parallel=wl.get("pipeline_parallel"),
+        ),
+        "validation": validation.validation_floors(
+            tier=tier,
+            gpu_model=site.node.gpu_model,
+            fabric_type=fab["type"],
+            compute_nics_per_node=fab["rails"],
+            link_rate_gbps=fab["link_rate_gbps"] if fab["type"] != "none" else None,
+            nodes=nodes,
+        ),
+    }
+    plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
+    plan["slurm"] = slurm.slurm_plan(site, plan)
+    plan["health"] = health.health_config(plan)
+    plan["monitoring"] = monitoring.monitoring_plan(plan)
+    plan["dcgm"] = dcgm.dcgm_policy(plan)
+    plan["fabric_host"] = fabric_host.host_plan(
+        fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
+    )
+    if fab["roce"]:  # the rails' interface units carry the RoCE MTU too (common role, network.j2)
+        for host in plan["hosts"].values():
+            for unit in host["network_units"]:
+                if unit["purpose"] == "compute":
+                    unit["mtu"] = fab["roce"]["mtu"]
+    plan["files"] = files_manifest(plan, role_files)
+    plan["report"] = report.report_sections(plan)
+    plan["report_summary"] = report.report_summary(plan)
+    plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
+    return plan
+
+
+__all__ = ["PlanError", "cluster_plan", "files_manifest"]

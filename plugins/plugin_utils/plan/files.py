@@ -1,0 +1,169 @@
+"""Which role file goes on which host: the plan's per-host files manifest.
+
+Each role lists the files it installs in ``roles/<role>/vars/files.yml`` (key ``<role>_files``):
+the role's tasks write them (tasks/configure.yml) and the plan renders them per host (make plan,
+molecule's byte-for-byte check). The engine does no I/O: the ``cluster_plan`` filter reads those
+lists and passes them in as ``role_files`` ({role: [entry, ...]}); here they are checked and, per
+host, kept when the entry's ``hosts`` matches the host's roles and its ``if`` condition holds in
+the plan. Fields of an entry: docs/guide.md, "Changing things".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+
+#: Who gets a file: every host, one host role, or a union of roles.
+HOSTS: dict[str, frozenset[str] | None] = {
+    "all": None,
+    "head": frozenset({"head"}),
+    "compute": frozenset({"compute"}),
+    "nfs_server": frozenset({"nfs_server"}),
+    "lustre_mds": frozenset({"lustre_mds"}),
+    "lustre_oss": frozenset({"lustre_oss"}),
+    "slurm": frozenset({"head", "compute"}),
+    "lustre_server": frozenset({"lustre_mds", "lustre_oss"}),
+}
+
+#: The fields an entry may have (the engine reads src, dest, hosts, if, plan, each; the role's
+#: tasks read mode, notify, mkdir, validate, task).
+FIELDS: frozenset[str] = frozenset(
+    {"src", "dest", "hosts", "if", "mode", "notify", "mkdir", "validate", "task", "plan", "each"}
+)
+
+#: Per-unit files: ``each: network_unit`` gives one file per interface unit of the host, at <dest>/<unit name>.
+EACH: tuple[str, ...] = ("network_unit",)
+
+_MODE = re.compile(r"^0[0-7]{3}$")
+
+#: Where NCCL reads the topology file (nccl.conf's NCCL_TOPO_FILE); the compute role's list
+#: installs nccl-topo.xml.j2 there (tests/unit keeps the two equal).
+NCCL_TOPO_FILE = "/etc/nccl/topo.xml"
+
+
+@dataclass(frozen=True)
+class RoleFile:
+    """One checked entry of a role's file list."""
+
+    role: str
+    src: str
+    dest: str
+    hosts: str
+    condition: str | None
+    planned: bool
+    each: str | None
+
+    def on(self, roles: list[str]) -> bool:
+        """Whether a host with these roles gets the file (conditions aside)."""
+        wanted = HOSTS[self.hosts]
+        return wanted is None or bool(wanted & set(roles))
+
+
+def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
+    """The named conditions an entry's ``if`` may use, decided by the plan."""
+    fabric_hosts = plan.get("fabric_host") or {}
+    nfs = plan["storage"].get("nfs") or {}
+    return {
+        "opensm": bool(fabric_hosts.get("opensm")),
+        "roce": bool(fabric_hosts.get("roce_hosts")),
+        "lab_chrony": bool(plan["time"]["no_clock_control"]),
+        "nccl": bool(plan["nccl"]["enabled"]),
+        "nccl_topo": bool(plan["nccl"].get("topo_file")),
+        "topology": bool(plan["fabric"]["topology_conf"]),
+        "lustre": plan["storage"]["type"] == "lustre",
+        "nfs_kernel": nfs.get("server_impl") == "kernel",
+        "nfs_ganesha": nfs.get("server_impl") == "ganesha",
+    }
+
+
+def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFile:
+    where = f"roles/{role}/vars/files.yml {role}_files[{index}]"
+    require(isinstance(raw, Mapping), where, raw, "a mapping with src, dest, hosts and mode")
+    unknown = sorted(set(raw) - FIELDS)
+    require(not unknown, f"{where}.{unknown[0] if unknown else ''}", unknown, "fields " + ", ".join(sorted(FIELDS)))
+    for key in ("src", "dest", "hosts", "mode"):
+        require(isinstance(raw.get(key), str) and bool(raw.get(key)), f"{where}.{key}", raw.get(key), "a string")
+    require(str(raw["dest"]).startswith("/"), f"{where}.dest", raw["dest"], "an absolute path")
+    require(raw["hosts"] in HOSTS, f"{where}.hosts", raw["hosts"], "one of " + ", ".join(HOSTS))
+    require(bool(_MODE.match(raw["mode"])), f"{where}.mode", raw["mode"], 'a quoted octal mode such as "0644"')
+    condition = raw.get("if")
+    require(condition is None or condition in known, f"{where}.if", condition, "one of " + ", ".join(known))
+    notify = raw.get("notify", [])
+    require(
+        isinstance(notify, list) and all(isinstance(n, str) and n for n in notify),
+        f"{where}.notify",
+        notify,
+        "a list of handler names",
+    )
+    for key in ("mkdir", "plan"):
+        require(isinstance(raw.get(key, True), bool), f"{where}.{key}", raw.get(key), "true or false")
+    require(raw.get("task", "own") == "own", f"{where}.task", raw.get("task"), "own")
+    require(raw.get("each") in (None, *EACH), f"{where}.each", raw.get("each"), "one of " + ", ".join(EACH))
+    require(
+        raw.get("each") is None or raw.get("task") == "own",
+        f"{where}.task",
+        raw.get("task"),
+        "own for a per-unit file (each)",
+    )
+    return RoleFile(
+        role=role,
+        src=raw["src"],
+        dest=raw["dest"],
+        hosts=raw["hosts"],
+        condition=condition,
+        planned=raw.get("plan", True),
+        each=raw.get("each"),
+    )
+
+
+def role_file_entries(role_files: Mapping[str, Any], known: Mapping[str, bool]) -> list[RoleFile]:
+    """Every role's list, checked, in the given role order and list order."""
+    out: list[RoleFile] = []
+    for role, entries in role_files.items():
+        require(
+            isinstance(entries, list),
+            f"roles/{role}/vars/files.yml {role}_files",
+            entries,
+            "a list of files (src, dest, hosts, mode, ...)",
+        )
+        checked = [_entry(role, i, raw, known) for i, raw in enumerate(entries)]
+        sources = [f.src for f in checked]
+        dupes = sorted({s for s in sources if sources.count(s) > 1})
+        require(not dupes, f"roles/{role}/vars/files.yml {role}_files", dupes, "each template (src) once")
+        out += checked
+    return out
+
+
+def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+    """Per host, the role files it gets: role, template and destination (and the unit of a per-unit file).
+
+    ``role_files``: each role's list from ``roles/<role>/vars/files.yml``; None (a caller without
+    the roles, e.g. a benchmark) gives every host an empty list. Entries with ``plan: false``
+    (slurmdbd.conf: a secret) are left out: make plan does not render them."""
+    known = conditions(plan)
+    entries = [f for f in role_file_entries(role_files or {}, known) if f.planned]
+    plain = [f for f in entries if f.each is None]
+    per_unit = [f for f in entries if f.each == "network_unit"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, host in plan["hosts"].items():
+        roles = host["roles"]
+        files = [
+            {"role": f.role, "src": f.src, "dest": f.dest}
+            for f in plain
+            if f.on(roles) and (f.condition is None or known[f.condition])
+        ]
+        for f in per_unit:
+            if f.on(roles) and (f.condition is None or known[f.condition]):
+                files += [
+                    {"role": f.role, "src": f.src, "dest": f"{f.dest}/{unit['name']}", "unit": unit}
+                    for unit in host["network_units"]
+                ]
+        out[name] = files
+    return out
+
+
+__all__ = ["EACH", "FIELDS", "HOSTS", "NCCL_TOPO_FILE", "RoleFile", "conditions", "files_manifest", "role_file_entries"]

@@ -1,0 +1,169 @@
+"""Each host's slice of the plan: what the roles read on that host, and nothing that grows with the
+cluster unless a file on that host must contain it.
+
+The plan is computed once on the controller. Handing the whole plan to every host (a fact per
+host) costs memory and time in the square of the node count; instead each host reads
+``host_view(plan, host)``:
+
+- the plan's top-level keys, with the same key paths the roles use (``hosts[<me>]``,
+  ``files[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
+- host-indexed parts narrowed to the host (:data:`NARROWED`);
+- node-proportional tables that a file on the host must contain (``/etc/hosts``, the health
+  check's node table, slurm's topology.conf, the head's Prometheus targets and the fabric's
+  cabling) kept as the plan's OWN objects, never copied: every host refers to the same object
+  (:data:`SHARED`); a host that renders no such file gets an empty table instead (:data:`KEEP_ON`).
+
+Everything else is the plan's own objects too (no copy). Rendering any of a host's files from its
+view gives the same bytes as rendering it from the whole plan (tests/unit/plugins/plugin_utils/plan/test_host_plan.py).
+No I/O; pure functions of plain data (dicts, lists, strings, numbers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+
+#: Node-proportional tables, referenced (never copied) by the hosts that render them.
+SHARED: tuple[str, ...] = (
+    "etc_hosts",
+    "health.nodes",
+    "fabric.topology_conf",
+    "fabric.cabling.links",
+    "fabric.cabling.hcas",
+    "fabric.cabling.switches",
+    "fabric.cabling.scalable_units",
+    "monitoring.targets",
+    "monitoring.scrape_jobs",
+    "storage.lustre.oss",
+    "validation.tests.ib_write_bw",
+)
+
+#: Which hosts keep a shared table (by role); the others get an empty one of the same type.
+#: etc_hosts and topology.conf stay everywhere (/etc/hosts on every host; the slurm role reads
+#: topology_conf on the head and the compute nodes); storage.lustre.oss is the servers' list.
+KEEP_ON: dict[str, frozenset[str]] = {
+    "health.nodes": frozenset({"compute"}),  # /etc/gpucluster/healthcheck.json (compute role)
+    # the head checks the discovered fabric against the whole cabling (fabric_check, run once)
+    "fabric.cabling.links": frozenset({"head"}),
+    "fabric.cabling.hcas": frozenset({"head"}),
+    "fabric.cabling.switches": frozenset({"head"}),
+    "fabric.cabling.scalable_units": frozenset({"head"}),
+    "monitoring.targets": frozenset({"head"}),  # prometheus.yml (head role)
+    "monitoring.scrape_jobs": frozenset({"head"}),
+    # the rail pairs of the acceptance tests (playbooks/validate.yml runs them on the compute nodes)
+    "validation.tests.ib_write_bw": frozenset({"compute"}),
+}
+
+#: Host-indexed parts narrowed to the host: a mapping keeps only the host's key, a list of host
+#: names only the host's name (membership). Each costs O(1) (a list: one C-level ``in``), so the
+#: views of N hosts cost O(N) together, not O(N^2).
+NARROWED: tuple[str, ...] = (
+    "hosts",
+    "files",
+    "storage.lustre.targets",
+    "fabric_host.node_descriptions",
+    "fabric_host.infiniband_hosts",
+    "fabric_host.roce_hosts",
+)
+
+
+def _get(tree: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path, or None when a part is missing (or not a mapping)."""
+    node: Any = tree
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _replace(tree: dict[str, Any], path: str, make: Callable[[Any], Any]) -> None:
+    """Replace the value at ``path`` with ``make(value)``, copying only the mappings on the way
+    (shallow): the other values stay the plan's own objects."""
+    parts = path.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, Mapping):
+            return
+        node[part] = dict(child)
+        node = node[part]
+    if parts[-1] in node:
+        node[parts[-1]] = make(node[parts[-1]])
+
+
+def _narrow(host: str) -> Callable[[Any], Any]:
+    def run(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {host: value[host]} if host in value else {}
+        if isinstance(value, list):
+            return [host] if host in value else []
+        return value
+
+    return run
+
+
+def _empty(value: Any) -> Any:
+    """An empty table of the value's kind (plain types: Ansible's lazy containers take no empty constructor)."""
+    if isinstance(value, Mapping):
+        return {}
+    if isinstance(value, list):
+        return []
+    return "" if isinstance(value, str) else None
+
+
+def host_view(plan: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The plan as ``host`` reads it: same key paths, host-indexed parts narrowed to the host,
+    node-proportional tables kept (by reference) only where a file of the host contains them."""
+    hosts = plan.get("hosts")
+    if not isinstance(hosts, Mapping) or host not in hosts:
+        raise PlanError(
+            "inventory_hostname",
+            host,
+            "a host of the plan (groups head, compute, storage, nfs_server, lustre_mds, lustre_oss)",
+        )
+    roles = set(hosts[host].get("roles") or [])
+    view = dict(plan)
+    # shared tables first: the narrowing below copies the mappings on their paths
+    for path, keep_on in KEEP_ON.items():
+        if not roles & keep_on:
+            _replace(view, path, _empty)
+    for path in NARROWED:
+        _replace(view, path, _narrow(host))
+    return view
+
+
+def view_sizes(view: Mapping[str, Any], *, shared: bool = True) -> tuple[int, int]:
+    """(bytes unique to the host, bytes of the shared tables it refers to), as compact JSON.
+
+    The unique part is the view with the shared tables (:data:`SHARED`) left out: what the
+    host's slice costs beyond the tables every host refers to. ``shared=False`` skips sizing
+    those tables (0): they are the same objects for every host, size them once."""
+    unique = dict(view)
+    shared_bytes = 0
+    for path in SHARED:
+        value = _get(unique, path)
+        if value:
+            shared_bytes += len(canonical_json(value)) if shared else 0
+            _replace(unique, path, lambda _v: None)
+    return len(canonical_json(unique)), shared_bytes
+
+
+def canonical_json(plan: Any) -> str:
+    """The plan as canonical JSON: keys as strings and sorted, compact separators, UTF-8 text.
+
+    Equal for a plan and for the same plan read back from plan.json (JSON has string keys only)."""
+    return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def plan_sha256(plan: Any) -> str:
+    """sha256 (hex) of :func:`canonical_json`: the same plan gives the same digest, whatever the key order."""
+    return hashlib.sha256(canonical_json(plan).encode("utf-8")).hexdigest()
+
+
+__all__ = ["KEEP_ON", "NARROWED", "SHARED", "canonical_json", "host_view", "plan_sha256", "view_sizes"]

@@ -1,0 +1,450 @@
+"""The plan as readable sections: each setting with its value and how it was reached.
+
+report.md renders these rows as they are; keeping the wording here (pure data) keeps the
+template free of arithmetic and lets tests read the report without Ansible. Two rules keep
+the report readable for a newcomer:
+
+- every pair of numbers carries its labels and unit ("min 1980 / max 1980 MHz"), never "1980, 1980";
+- every formula row shows its inputs with their values ("64 GPUs x 24 h x $4.00/GPU-h x 0.20 I/O wait").
+
+:func:`report_summary` is the report's opening: the warnings a reader must see first, then
+the next steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import ZERO_NAMES
+
+Row = list[str]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 100000 else str(value)
+    if isinstance(value, (list, tuple)):
+        # a bare "a, b" pair is unreadable: pairs go through _pair with labels; anything else is a list
+        return " / ".join(_fmt(v) for v in value)
+    return str(value).replace("|", "\\|")
+
+
+def _kw(value: float) -> str:
+    """kW in a formula's inputs: enough digits that the product matches the value shown."""
+    return f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def _pair(labels: Sequence[str], values: Sequence[Any], unit: str = "") -> str:
+    """'min 1980 / max 1980 MHz': each value after its label, the unit once at the end."""
+    text = " / ".join(f"{label} {_fmt(v)}" for label, v in zip(labels, values, strict=True))
+    return f"{text} {unit}".rstrip()
+
+
+def _sentences(notes: Any) -> str:
+    """Notes as one paragraph: each note ends with a full stop."""
+    return " ".join(n if n.rstrip().endswith((".", "!", "?")) else f"{n.rstrip()}." for n in map(str, notes or []))
+
+
+def _section(title: str, rows: list[Row], intro: str = "") -> dict[str, Any]:
+    return {
+        "title": title,
+        "intro": intro,
+        "rows": [[_fmt(c) if i == 1 else str(c) for i, c in enumerate(r)] for r in rows],
+    }
+
+
+def _tier_section(plan: dict[str, Any]) -> dict[str, Any]:
+    c, tier = plan["cluster"], plan["tier"]
+    return _section(
+        "Tier",
+        [
+            [
+                "reference tier",
+                c["tier"],
+                f"{tier['nodes']} nodes / {tier['gpus']} GPUs reference"
+                if c["compute_nodes"] == tier["nodes"]
+                else f"{c['compute_nodes']} nodes / {c['gpus_total']} GPUs, "
+                f"tier reference {tier['nodes']} / {tier['gpus']}",
+            ],
+            ["compute nodes", c["compute_nodes"], f"inventory; the {c['tier']} reference has {tier['nodes']}"],
+            [
+                "storage read (GB/s)",
+                _pair(("floor", "upper"), tier["storage_read_gbps"], "GB/s"),
+                "tier profile: reference range",
+            ],
+            [
+                "storage write (GB/s)",
+                _pair(("floor", "upper"), tier["storage_write_gbps"], "GB/s"),
+                "tier profile: reference range",
+            ],
+            ["scheduler", tier["scheduler"], "tier profile"],
+            ["training fit", tier["training_fit"], "tier profile (the Parallelism section checks this site's model)"],
+        ],
+    )
+
+
+def _gpu_section(plan: dict[str, Any]) -> dict[str, Any]:
+    gpu = plan["gpu"]
+    model, clocks, temp = gpu["model"], gpu["clocks"], gpu["temperature"]
+    sm, mem = clocks.get("lock_gpu_clocks"), clocks.get("lock_memory_clocks")
+    source = clocks.get("power_limit_source")
+    limit_how = clocks.get("power_limit_reason") or ""
+    limit_how = "; ".join(
+        t
+        for t in (
+            limit_how,
+            f"source {source}" if source else "",
+            f"within {_fmt(model['power_min_w'])}-{_fmt(model['power_max_w'])} W",
+        )
+        if t
+    )
+    return _section(
+        "GPU clocks and power",
+        [
+            ["model", model["name"], f"catalog {model['key']}"],
+            ["policy", clocks["policy"], "gpucluster_gpu_policy.clock_policy"],
+            [
+                "SM clock lock (MHz)",
+                _pair(("min", "max"), sm, "MHz") if sm else "not locked",
+                f"<= clocks.max.sm {_fmt(model['max_sm_mhz'])} MHz",
+            ],
+            [
+                "memory clock lock (MHz)",
+                _pair(("min", "max"), mem, "MHz") if mem else "not locked",
+                f"<= clocks.max.mem {_fmt(model['max_mem_mhz'])} MHz",
+            ],
+            ["power limit (W)", clocks["power_limit_w"], limit_how],
+            ["nvidia-smi at boot", "; ".join(clocks["apply_args"]), "oneshot unit after nvidia-persistenced"],
+            ["GPU temperature warn (C)", temp["warn_c"], f"max operating {_fmt(temp['critical_c'])} C - 3"],
+            ["GPU temperature critical / drain (C)", temp["critical_c"], f"max operating temp ({temp['source']})"],
+        ],
+        _sentences(clocks["notes"]),
+    )
+
+
+def _power_section(plan: dict[str, Any]) -> dict[str, Any]:
+    c, pw, clocks = plan["cluster"], plan["power"], plan["gpu"]["clocks"]
+    gpu_kw, node_kw, per_rack = pw["gpu_load_kw_per_node"], pw["node_kw"], pw["nodes_per_rack"]
+    base_kw = round(node_kw - gpu_kw, 3)
+    rack_how = f"{per_rack} nodes x {_kw(node_kw)} kW; budget {_fmt(pw['rack_budget_kw'])} kW"
+    if pw.get("capped") and pw.get("rack_kw_uncapped") is not None:
+        rack_how += f"; {_fmt(pw['rack_kw_uncapped'])} kW at the uncapped limit"
+    per_circuit = pw["nodes_per_circuit"]
+    return _section(
+        "Power",
+        [
+            [
+                "GPU load per node (kW)",
+                gpu_kw,
+                f"{c['gpus_per_node']} GPUs x {clocks['power_limit_w']} W",
+            ],
+            ["node (kW)", node_kw, f"{_kw(gpu_kw)} kW GPU load + {_kw(base_kw)} kW base load"],
+            ["GPU load, all nodes (kW)", pw["gpu_load_kw_total"], f"{c['compute_nodes']} nodes x {_kw(gpu_kw)} kW"],
+            ["nodes per rack", per_rack, f"ceil({c['compute_nodes']} nodes / gpucluster_facility.racks)"],
+            ["rack (kW)", pw["rack_kw"], rack_how],
+            ["per-GPU cap to fit (W)", pw["per_gpu_cap_w_to_fit"], "n/a when the rack fits"],
+            ["usable per circuit (kW)", pw["circuit_kw"], "V x A (x sqrt 3 for three phases) x 0.8 continuous load"],
+            ["nodes per circuit", per_circuit, f"floor({_kw(pw['circuit_kw'])} kW / {_kw(node_kw)} kW)"],
+            [
+                "circuits per rack",
+                pw["circuits_per_rack"],
+                f"ceil({per_rack} nodes / {per_circuit} per circuit)" if per_circuit else "",
+            ],
+        ],
+        _sentences(pw["notes"]),
+    )
+
+
+def _cooling_section(plan: dict[str, Any]) -> dict[str, Any]:
+    cool, pw = plan["cooling"], plan["power"]
+    if cool["cooling"] != "dlc":
+        return _section("Cooling", [["cooling", "air", "no coolant alarms"]])
+    dt = cool.get("design_delta_t_k")
+    return _section(
+        "Direct liquid cooling (per rack)",
+        [
+            [
+                "heat into the loop (kW)",
+                cool["liquid_heat_kw"],
+                f"{_fmt(pw['rack_kw'])} kW rack x {_fmt(cool['liquid_fraction'])} liquid fraction",
+            ],
+            [
+                "required flow (L/min)",
+                cool["required_flow_lpm"],
+                f"{_fmt(cool['liquid_heat_kw'])} kW / (4.186 kJ/(kg K) x {_fmt(dt)} K) x 60",
+            ],
+            [
+                "supply (C)",
+                _pair(("warn", "max"), [cool["supply_warn_c"], cool["supply_max_c"]], "C"),
+                f"ASHRAE {cool['ashrae_class']}",
+            ],
+            [
+                "return (C)",
+                _pair(("warn", "max"), [cool["return_warn_c"], cool["return_max_c"]], "C"),
+                f"supply max + {_fmt(dt)} K (+2)",
+            ],
+            [
+                "dT (K)",
+                _pair(("low", "high"), [cool["delta_t_low_k"], cool["delta_t_high_k"]], "K"),
+                f"0.5x / 1.5x design dT {_fmt(dt)} K",
+            ],
+            [
+                "flow (L/min)",
+                _pair(("low", "critical"), [cool["flow_low_lpm"], cool["flow_critical_lpm"]], "L/min"),
+                f"90 % / 80 % of {_fmt(cool['required_flow_lpm'])} L/min",
+            ],
+        ],
+        _sentences(cool.get("notes") or []),
+    )
+
+
+def _storage_section(plan: dict[str, Any]) -> dict[str, Any]:
+    st = plan["storage"]
+    sz = st["sizing"]
+    inp = sz.get("inputs") or {}
+    ckpt_gb = sz["checkpoint_bytes"] / 1e9
+    rate = sz["rated_write_gbps"] or sz["write_floor_gbps"]
+    rate_from = "rated" if sz["rated_write_gbps"] else "tier floor"
+
+    def given(key: str, text: str, fallback: str) -> str:
+        return text if key in inp else fallback
+
+    params = inp.get("model_params_b")
+    ckpt_how = given(
+        "model_params_b",
+        f"{_fmt(params)} B params x {_fmt(inp.get('bytes_per_param'))} bytes",
+        "parameters x bytes per parameter",
+    )
+    write_how = given(
+        "overlap_target",
+        f"{_fmt(ckpt_gb)} GB / ({inp.get('overlap_target', 0):.2f} x {_fmt(inp.get('interval_min'))} min)",
+        "checkpoint / (overlap target x interval)",
+    )
+    idle_how = given(
+        "io_wait_fraction",
+        f"{inp.get('gpus')} GPUs x 24 h x ${inp.get('gpu_hour_cost_usd', 0):.2f}/GPU-h x "
+        f"{inp.get('io_wait_fraction', 0):.2f} I/O wait",
+        "GPUs x 24 h x $/GPU-h x I/O wait",
+    )
+    check = st.get("check") or []
+    keeps_up = sz["required_write_gbps"] <= rate
+    return _section(
+        "Storage sizing",
+        [
+            ["checkpoint (TB)", sz["checkpoint_tb"], ckpt_how],
+            ["write needed (GB/s)", sz["required_write_gbps"], write_how],
+            [
+                "write (GB/s)",
+                _pair(("floor", "rated"), [sz["write_floor_gbps"], sz["rated_write_gbps"]], "GB/s"),
+                "tier floor / gpucluster_storage.rated_write_gbps",
+            ],
+            [
+                "checkpoint write time (s)",
+                sz["write_time_s"],
+                f"{_fmt(ckpt_gb)} GB / {_fmt(rate)} GB/s ({rate_from})",
+            ],
+            [
+                "storage keeps up",
+                "yes" if keeps_up else ("no, planned anyway" if not check else "no"),
+                f"{_fmt(sz['required_write_gbps'])} GB/s needed vs {_fmt(rate)} GB/s {rate_from}",
+            ],
+            [
+                "daily write volume (TB)",
+                sz["daily_write_tb"],
+                f"{_fmt(sz['checkpoint_tb'])} TB x {_fmt(sz['checkpoints_per_day'])} checkpoints a day",
+            ],
+            ["GPU idle cost per day (USD)", sz["idle_cost_per_day_usd"], idle_how],
+        ],
+        _sentences(check),
+    )
+
+
+def _fabric_section(plan: dict[str, Any]) -> dict[str, Any] | None:
+    fab, nccl = plan["fabric"], plan["nccl"]
+    if fab["type"] == "none":
+        return None
+    rows: list[Row] = [
+        ["type / topology", f"{fab['type']} / {fab['topology']}", "gpucluster_fabric"],
+        ["rails", fab["rails"], "compute NICs per node"],
+        [
+            "switches",
+            len(fab["cabling"]["switches"]),
+            ", ".join(s["name"] for s in fab["cabling"]["switches"][:12]),
+        ],
+        ["links", len(fab["cabling"]["links"]), "host and uplink cables"],
+    ]
+    if nccl.get("topology"):
+        rows.append(["NCCL topology", nccl["topology"], nccl.get("topology_reason", "")])
+    rows += [[k, v, "/etc/nccl.conf"] for k, v in nccl["conf"].items()]
+    return _section("Fabric and NCCL", rows)
+
+
+def _parallelism_section(plan: dict[str, Any]) -> dict[str, Any]:
+    par = plan["parallelism"]
+    stage = par.get("zero_stage", 0)
+    mem, headroom = par.get("gpu_memory_gb"), par.get("memory_headroom")
+    split = par.get("bytes_split") or {}
+    bytes_how = f"{_fmt(par['bytes_per_param'])} bytes per parameter"
+    if split:
+        bytes_how += (
+            f" ({_fmt(split['params'])} params + {_fmt(split['grads'])} grads + "
+            f"{_fmt(split['optimizer'])} optimizer state; ZeRO paper)"
+        )
+    if par.get("model_params_b") is not None:
+        bytes_how = f"{_fmt(par['model_params_b'])} B params x {bytes_how}"
+    budget_how = f"budget {_fmt(par['gpu_memory_budget_gb'])} GB"
+    if mem is not None and headroom is not None:
+        budget_how += f" = {_fmt(mem)} GB x {_fmt(headroom)}"
+    by_stage = par.get("gb_per_gpu_by_zero_stage") or {}
+    rows: list[Row] = [
+        ["TP x PP x DP", f"{par['tp']} x {par['pp']} x {par['dp']}", par["strategy"]],
+        [
+            "ZeRO stage",
+            stage,
+            "none: DP=1, nothing to shard across" if par["dp"] == 1 else ZERO_NAMES.get(stage, ""),
+        ],
+        ["model state (GB)", par["state_gb_total"], bytes_how],
+        [
+            "model state per GPU (GB)",
+            par.get("gb_per_gpu", par["state_gb_per_gpu"]),
+            f"{budget_how}; by ZeRO stage: "
+            + (", ".join(f"stage {s} {_fmt(v)} GB" for s, v in by_stage.items()) or "n/a"),
+        ],
+    ]
+    if par.get("activations_headroom_gb") is not None:
+        rows.append(
+            [
+                "activations headroom per GPU (GB)",
+                par["activations_headroom_gb"],
+                f"{_fmt(mem)} GB - {_fmt(par['gpu_memory_budget_gb'])} GB budget: activations, buffers",
+            ]
+        )
+    rows.append(
+        [
+            "fits this cluster",
+            "yes" if par["fits"] else "no",
+            "smallest reference tier that fits (same GPU model): "
+            + (par.get("smallest_fitting_tier") or "none of the reference tiers"),
+        ]
+    )
+    return _section("Parallelism", rows, _sentences(par["notes"]))
+
+
+def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
+    val = plan["validation"]
+    return _section(
+        "Acceptance floors",
+        [
+            ["all_reduce busbw in a node (GB/s)", val["allreduce_intra_node_busbw_gbs"], "large messages"],
+            [
+                "all_reduce busbw across nodes (GB/s)",
+                val["allreduce_inter_node_busbw_gbs"],
+                "85 % of NIC line rate",
+            ],
+            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], "ib_write_bw"],
+            [
+                "storage (GB/s)",
+                _pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
+                "tier floor",
+            ],
+        ]
+        + [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()],
+    )
+
+
+def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    sections = [_tier_section(plan), _gpu_section(plan), _power_section(plan), _cooling_section(plan)]
+    sections.append(_storage_section(plan))
+    st = plan["storage"]
+    if "lustre" in st:
+        lu = st["lustre"]
+        rows = [[f"layout {role}", f"{lay['path']}: lfs setstripe {lay['setstripe_args']}", f"{lu['ost_count']} OSTs"]
+                for role, lay in lu["layouts"].items()]  # fmt: skip
+        rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
+        rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
+        sections.append(_section("Lustre", rows))
+    fabric = _fabric_section(plan)
+    if fabric:
+        sections.append(fabric)
+    sections.append(_parallelism_section(plan))
+    sections.append(_acceptance_section(plan))
+    return sections
+
+
+def _power_warnings(plan: dict[str, Any]) -> list[str]:
+    pw, clocks = plan["power"], plan["gpu"]["clocks"]
+    capped = bool(pw.get("capped", clocks.get("power_limit_source") == "rack_budget"))
+    out = []
+    if capped:
+        reason = clocks.get("power_limit_reason") or pw.get("power_limit_reason")
+        limit = pw.get("power_limit_w", clocks["power_limit_w"])
+        out.append(
+            f"Power cap applied by the rack budget: every GPU is limited to {limit} W. "
+            + (reason or f"{_fmt(pw.get('rack_kw_uncapped'))} kW per rack exceeds {_fmt(pw['rack_budget_kw'])} kW.")
+        )
+    elif pw.get("per_gpu_cap_w_to_fit") is not None:  # a plan that computes the cap but does not apply it
+        out.append(
+            f"Rack power: {_fmt(pw['rack_kw'])} kW per rack exceeds the {_fmt(pw['rack_budget_kw'])} kW budget; "
+            f"a cap of {pw['per_gpu_cap_w_to_fit']} W per GPU would fit."
+        )
+    # the section's other notes (e.g. a node needing more than one circuit); the cap note is covered above
+    out += [f"Power: {n}" for n in pw.get("notes") or [] if not (out and "cap" in n)]
+    return out
+
+
+def _storage_warnings(plan: dict[str, Any]) -> list[str]:
+    st = plan["storage"]
+    sz = st["sizing"]
+    out = [f"Storage below need: {t}" for t in st.get("check") or []]
+    rate = sz["rated_write_gbps"] or sz["write_floor_gbps"]
+    if not out and sz["required_write_gbps"] > rate:
+        out.append(
+            f"Storage below need, planned anyway (gpucluster_workload.allow_storage_below_need): checkpoints "
+            f"need {_fmt(sz['required_write_gbps'])} GB/s of write, the storage delivers {_fmt(rate)} GB/s."
+        )
+    rated = sz["rated_write_gbps"]
+    if rated is not None and rated < sz["write_floor_gbps"]:
+        out.append(
+            f"Storage floor not met: gpucluster_storage.rated_write_gbps {_fmt(rated)} GB/s is below the "
+            f"{plan['cluster']['tier']} floor of {_fmt(sz['write_floor_gbps'])} GB/s; the acceptance check "
+            "gates on the floor."
+        )
+    return out
+
+
+def report_summary(plan: dict[str, Any]) -> dict[str, list[str]]:
+    """What a reader must see first: ``warnings`` (empty for a clean plan), then ``next_steps``."""
+    c, tier, par = plan["cluster"], plan["tier"], plan["parallelism"]
+    warnings = _power_warnings(plan) + _storage_warnings(plan)
+    if not par["fits"]:
+        warnings.append(f"Model does not fit: {par['strategy'].removeprefix('does not fit: ')}.")
+    if c["compute_nodes"] != tier["nodes"]:
+        warnings.append(
+            f"{c['compute_nodes']} compute nodes where the {c['tier']} reference has {tier['nodes']}: "
+            f"the tier's defaults and floors were sized for {tier['nodes']}; check the sections below."
+        )
+    reference = c["name"] == c["tier"] and c["compute_nodes"] == tier["nodes"]
+    inventory = f"inventories/{c['tier']}" if reference else "<your inventory>"
+    steps = []
+    if warnings:
+        steps.append("Resolve or accept the warnings above, then `make plan` again.")
+    if reference:
+        steps.append(f"`make lab TIER={c['tier']}`: bring this tier up in local containers and converge site.yml.")
+    else:
+        steps.append(
+            f"`make lab TIER={c['tier']}`: rehearse in local containers with the reference tier this site starts "
+            f"from (the lab runs inventories/{c['tier']}, not this inventory)."
+        )
+    steps += [
+        f"`ansible-playbook site.yml -i {inventory}`: apply the plan to the real hosts.",
+        f"`make validate TIER={c['tier']}`: acceptance checks (nccl-tests, ib_write_bw, fio, dcgmi) "
+        "against the floors in this report.",
+    ]
+    return {"warnings": warnings, "next_steps": steps}

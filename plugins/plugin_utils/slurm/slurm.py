@@ -1,0 +1,96 @@
+"""Slurm settings from the plan: node definitions, GRES, partitions, plugins.
+
+Sources: docs/sources.md §8 (gres.conf ``File=/dev/nvidia[0-7]`` with ``Cores=`` per
+socket; topology/tree; cgroup plugins in production; HealthCheckProgram/Interval).
+The lab (containers, no cgroup freezer, no real GPUs) overrides the plugins and skips
+the hardware checks of slurmd; those overrides come from ``gpucluster_lab`` only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
+
+#: Production plugins (docs/sources.md §8.3: cgroup confinement of cores, memory and GPU devices).
+PRODUCTION = {
+    "proctrack_type": "proctrack/cgroup",
+    "task_plugin": "task/cgroup,task/affinity",
+    "jobacct_gather_type": "jobacct_gather/cgroup",
+    "prolog_flags": "Contain",
+}
+#: Memory kept for the OS, slurmd and page cache: 5 % of RAM, at least 4 GiB (MemSpecLimit practice, 8.3).
+OS_RESERVE_FRACTION = 0.05
+OS_RESERVE_MIN_MIB = 4096
+HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-healthcheck"
+HEALTH_CHECK_INTERVAL_S = 300  # OpenHPC/NHC recipe: every five minutes (docs/sources.md §8.4)
+
+
+def _gpu_type(model: str) -> str:
+    return model.split("_")[0]
+
+
+def _gres_lines(site: Site, nodes_expr: str, with_cores: bool) -> list[str]:
+    node = site.node
+    gtype = _gpu_type(node.gpu_model)
+    by_numa: dict[int, list[int]] = {}
+    for g in node.gpus or []:
+        by_numa.setdefault(g.numa_node, []).append(g.index)
+    if not by_numa:
+        by_numa = {0: list(range(node.gpus_per_node))}
+    lines = []
+    for numa, idx in sorted(by_numa.items()):
+        files = hostlist.compress([f"/dev/nvidia{i}" for i in sorted(idx)])
+        line = f"NodeName={nodes_expr} Name=gpu Type={gtype} File={files}"
+        if with_cores:
+            # One NUMA node per socket: the socket's physical cores (all cores of a socket together, 8.1).
+            first = numa * node.cores_per_socket
+            line += f" Cores={first}-{first + node.cores_per_socket - 1}"
+        lines.append(line)
+    return lines
+
+
+def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
+    """slurm.conf/gres.conf/topology.conf content as data for the templates."""
+    lab = site.lab if site.lab.get("enabled") else {}
+    node = site.node
+    nodes_expr = plan["cluster"]["compute_hostlist"]
+    mem_mib = int(node.memory_gib * 1024)
+    real_memory = mem_mib - max(OS_RESERVE_MIN_MIB, int(mem_mib * OS_RESERVE_FRACTION))
+    gtype = _gpu_type(node.gpu_model)
+    plugins = {
+        "proctrack_type": lab.get("slurm_proctrack", PRODUCTION["proctrack_type"]),
+        "task_plugin": lab.get("slurm_task_plugin", PRODUCTION["task_plugin"]),
+        "jobacct_gather_type": lab.get("slurm_jobacct_gather", PRODUCTION["jobacct_gather_type"]),
+        "prolog_flags": lab.get("slurm_prolog_flags", PRODUCTION["prolog_flags"]),
+    }
+    partitions = [
+        {"name": "gpu", "nodes": nodes_expr, "default": True, "max_time": "INFINITE"},
+    ]
+    if plan["cluster"]["compute_nodes"] > 1:
+        partitions.append({"name": "debug", "nodes": nodes_expr, "default": False, "max_time": "00:30:00"})
+    return {
+        "cluster_name": site.name.lower(),
+        "controller": site.head,
+        "controller_address": plan["hosts"][site.head]["addresses"]["management"],
+        "node_line": (
+            f"NodeName={nodes_expr} CPUs={node.cores * node.threads_per_core} Boards=1 "
+            f"SocketsPerBoard={node.cpu_sockets} CoresPerSocket={node.cores_per_socket} "
+            f"ThreadsPerCore={node.threads_per_core} RealMemory={real_memory} "
+            f"Gres=gpu:{gtype}:{node.gpus_per_node} State=UNKNOWN"
+        ),
+        "real_memory_mib": real_memory,
+        "gres": f"gpu:{gtype}:{node.gpus_per_node}",
+        "gres_conf_lines": _gres_lines(site, nodes_expr, with_cores=not lab.get("slurm_gres_no_cores", False)),
+        "partitions": partitions,
+        "plugins": plugins,
+        "slurmd_parameters": lab.get("slurmd_parameters", ""),
+        "select_type": "select/cons_tres",
+        "topology_plugin": "topology/tree" if plan["fabric"]["topology_conf"] else "",
+        "health_check_program": HEALTH_CHECK_PROGRAM,
+        "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        "lab": bool(lab),
+    }

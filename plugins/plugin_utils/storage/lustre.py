@@ -1,0 +1,171 @@
+"""Lustre: PFL layouts per directory, client tunables bounded by RAM, LNet networks.
+
+Sources: docs/sources.md §4 (lfs-setstripe man page [L1], lustre-release source [L2],
+wiki striping guidance [L3], NERSC [L4], vendor tuning [L5], lctl/lnet [L6]).
+- Stripe sizes must be multiples of 64 KiB [L1]; stripe counts are bounded by the OST
+  count (tiers.md correction: the count follows the OSTs and the file pattern, not "8 for
+  64 readers").
+- max_pages_per_rpc=1024 is 4 MiB RPCs with 4 KiB pages (not "1 MB", tiers.md), already
+  the default since 2.10 [L2]: the plan leaves it alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml import (  # target side: lustre_layout
+    EOF_END,
+    GIB,
+    MIB,
+    STRIPE_UNIT,
+    setstripe_args,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+
+
+def check_stripe(count: int, size: int, ost_count: int, field: str) -> None:
+    """count: -1 (all OSTs) or 1..ost_count; size: a positive multiple of 64 KiB."""
+    if count != -1:
+        check_range(count, f"{field}.stripe_count", 1, ost_count, integer=True, unit=f" (the {ost_count} OSTs)")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size % STRIPE_UNIT:
+        raise PlanError(f"{field}.stripe_size", size, "a positive multiple of 64 KiB (65536 bytes)")
+
+
+def _component(start: int, end: int, count: int, size: int, layout: str = "raid0") -> dict[str, Any]:
+    return {"start": start, "end": end, "stripe_count": count, "stripe_size": size, "layout": layout}
+
+
+def default_layouts(ost_count: int) -> dict[str, list[dict[str, Any]]]:
+    """PFL components per directory role, bounded by ``ost_count``.
+
+    - checkpoints: sharded checkpoints are tens of GB per rank: [0,64M) 1 stripe, [64M,4G)
+      up to 4, beyond up to 16 OSTs with 16 MiB stripes ([L3] large files 4-8+, [L4] 1-10 GB
+      shared files -> 8 OSTs, 10-100 GB -> 24; capped at 16 for file-per-rank shards).
+    - datasets: read-mostly shards of hundreds of MB: [0,256M) 1 stripe, beyond up to 8 x 4M.
+    - home: small files: first 1 MiB on the MDT (Data-on-MDT [L1]), the rest 1 stripe.
+    """
+
+    def c(n: int) -> int:
+        return min(n, ost_count)
+
+    return {
+        "checkpoints": [
+            _component(0, 64 * MIB, 1, 4 * MIB),
+            _component(64 * MIB, 4 * GIB, c(4), 4 * MIB),
+            _component(4 * GIB, EOF_END, c(16), 16 * MIB),
+        ],
+        "datasets": [
+            _component(0, 256 * MIB, 1, 4 * MIB),
+            _component(256 * MIB, EOF_END, c(8), 4 * MIB),
+        ],
+        "home": [
+            _component(0, 1 * MIB, 0, 1 * MIB, "mdt"),
+            _component(1 * MIB, EOF_END, 1, 1 * MIB),
+        ],
+    }
+
+
+def _check_components(components: Any, ost_count: int, field: str) -> list[dict[str, Any]]:
+    if not isinstance(components, list) or not components:
+        raise PlanError(field, components, "a list of components {end, stripe_count, stripe_size}")
+    out = []
+    start = 0
+    for i, comp in enumerate(components):
+        f = f"{field}[{i}]"
+        if not isinstance(comp, dict):
+            raise PlanError(f, comp, "a mapping {end, stripe_count, stripe_size}")
+        end = comp.get("end", EOF_END)
+        last = i == len(components) - 1
+        if last and end != EOF_END:
+            raise PlanError(f"{f}.end", end, "-1 (to the end of file) for the last component")
+        if not last and (not isinstance(end, int) or end <= start or end % STRIPE_UNIT):
+            raise PlanError(f"{f}.end", end, f"a multiple of 64 KiB above the previous end ({start})")
+        layout = comp.get("layout", "raid0")
+        count = comp.get("stripe_count", 1)
+        size = comp.get("stripe_size", 4 * MIB)
+        if layout == "mdt":
+            if i != 0:
+                raise PlanError(f"{f}.layout", layout, "mdt only for the first component (Data-on-MDT)")
+            count = 0
+        else:
+            check_stripe(count, size, ost_count, f)
+        out.append(_component(start, end, count, size, layout))
+        start = end
+    return out
+
+
+def lustre_layouts(
+    *,
+    ost_count: int,
+    paths: dict[str, str],
+    overrides: dict[str, Any] | None = None,
+    field: str = "gpucluster_storage",
+) -> dict[str, Any]:
+    """Per directory role: {path, components, setstripe_args}."""
+    osts = check_range(ost_count, f"{field}.lustre.osts_per_oss", 1, 65536, integer=True)
+    defaults = default_layouts(osts)
+    out = {}
+    for role, path in sorted(paths.items()):
+        if overrides and role in overrides:
+            comps = _check_components(overrides[role], osts, f"{field}.lustre.layouts.{role}")
+        else:
+            comps = defaults.get(role, defaults["datasets"])
+        out[role] = {"path": path, "components": comps, "setstripe_args": setstripe_args(comps)}
+    for role in overrides or {}:
+        if role not in paths:
+            raise PlanError(f"{field}.lustre.layouts.{role}", role, "a role listed in gpucluster_storage.paths")
+    return out
+
+
+def lustre_client_tunables(*, client_ram_gib: float, field: str = "gpucluster_node.memory_gib") -> dict[str, int]:
+    """lctl parameters for a client with ``client_ram_gib`` of RAM, within the source's bounds [L2].
+
+    - osc.*.max_rpcs_in_flight: 32 (vendor tuning [L5]; default 8, limit 256).
+    - osc.*.max_dirty_mb: 512 ([L5]); must stay < 2048 and <= RAM/4.
+    - llite.*.max_read_ahead_mb: min(1024, RAM/32) (the 2.14+ default formula; <= RAM/2).
+    - llite.*.max_read_ahead_per_file_mb: max_read_ahead_mb/4 capped at 256 (2.14+ default).
+    - ldlm.namespaces.*.lru_size: 0 = dynamic LRU resize.
+    """
+    ram = check_range(client_ram_gib, field, 1, 1048576, unit=" GiB")
+    ram_mb = int(ram * 1024)
+    dirty = min(512, ram_mb // 4, 2047)
+    read_ahead = max(1, min(1024, ram_mb // 32))
+    per_file = max(1, min(256, read_ahead // 4))
+    return {
+        "osc.*.max_rpcs_in_flight": 32,
+        "osc.*.max_dirty_mb": dirty,
+        "llite.*.max_read_ahead_mb": read_ahead,
+        "llite.*.max_read_ahead_per_file_mb": per_file,
+        "ldlm.namespaces.*.lru_size": 0,
+    }
+
+
+def lctl_set_param_commands(tunables: dict[str, int], fsname: str) -> list[str]:
+    """Permanent settings, run on the MGS, scoped to this file system [L6]."""
+    out = []
+    for key, value in tunables.items():
+        scoped = key.replace("osc.*", f"osc.{fsname}-OST*").replace("llite.*", f"llite.{fsname}-*")
+        scoped = scoped.replace("ldlm.namespaces.*", f"ldlm.namespaces.{fsname}-*")
+        out.append(f"lctl set_param -P {scoped}={value}")
+    return out
+
+
+def lnet_config(
+    *, interfaces: list[str], net: str = "o2ib0", field: str = "gpucluster_storage.lustre"
+) -> dict[str, Any]:
+    """LNet networks as modprobe options and as an lnetctl import file [L6]."""
+    if not re.match(r"^(o2ib|tcp)\d*$", str(net)):
+        raise PlanError(f"{field}.lnet_net", net, "o2ibN (InfiniBand/RoCE) or tcpN")
+    if not interfaces or not all(interfaces):
+        raise PlanError("gpucluster_node.nics", interfaces, "at least one storage (or compute) NIC for LNet")
+    ifaces = ",".join(interfaces)
+    yaml_lines = ["net:", f"    - net type: {net}", "      local NI(s):"]
+    for iface in interfaces:
+        yaml_lines += ["        - interfaces:", f"              0: {iface}"]
+    return {
+        "net": net,
+        "interfaces": list(interfaces),
+        "modprobe": f'options lnet networks="{net}({ifaces})"',
+        "lnet_conf_yaml": "\n".join(yaml_lines) + "\n",
+    }

@@ -1,0 +1,61 @@
+"""Filters are thin: they call the engine and turn its errors into AnsibleFilterError."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import ROOT
+
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
+
+FILTERS = FilterModule().filters()
+
+
+def test_cluster_plan_filter_ignores_other_vars(tier3: tuple[dict[str, Any], dict[str, list[str]]]) -> None:
+    site, groups = tier3
+    plan = FILTERS["cluster_plan"]({**site, "ansible_host": "x", "gpucluster_plan": {"stale": True}}, groups)
+    assert plan["cluster"]["name"] == "tier3"
+
+
+def test_engine_error_becomes_filter_error_naming_the_field(
+    tier3: tuple[dict[str, Any], dict[str, list[str]]],
+) -> None:
+    site, groups = tier3
+    site["gpucluster_node"] = {**site["gpucluster_node"], "gpu_model": "h900"}
+    with pytest.raises(AnsibleFilterError, match=r"cluster_plan: inventory field 'gpucluster_node\.gpu_model'"):
+        FILTERS["cluster_plan"](site, groups)
+
+
+def test_question_filters() -> None:
+    assert FILTERS["roce_traffic_class"](26) == 106
+    assert FILTERS["gpu_model"]("h100_sxm")["max_sm_mhz"] == 1980
+    with pytest.raises(AnsibleFilterError, match="sm_mhz"):
+        FILTERS["gpu_clocks"]("h100_sxm", "fixed", sm_mhz=2505)
+    with pytest.raises(AnsibleFilterError, match="input must be a mapping"):
+        FILTERS["power_budget"]("not a mapping")
+
+
+def test_every_filter_has_docs() -> None:
+    """ansible-doc -t filter gpucluster.tiers.NAME works for every filter."""
+    names = [f"gpucluster.tiers.{n}" for n in sorted(FILTERS)]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "-t", "filter", "--json", *names],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = json.loads(out.stdout)
+    assert sorted(docs) == names
+    for name, doc in docs.items():
+        assert doc["doc"]["short_description"], name
+        assert doc["examples"], name

@@ -1,0 +1,279 @@
+"""DCGM from the plan: health watches, policy thresholds, dcgm-exporter's counters and binding,
+and the compute role's GPU software tasks (tasks/gpu_stack.yml).
+
+Option letters follow dossier 5.1/5.2 (NVIDIA/DCGM ``dcgmi/CommandLineParser.cpp``, DCGM 4.6.0).
+The role's templates are rendered here with Jinja2 as ansible.builtin.template does
+(trim_blocks), so the tests read the files a compute node gets.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROLE_FILES, ROOT, TIERS, cluster_plan, load_inventory, render_role_template
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import dcgm
+
+ROLE = ROOT / "roles" / "compute"
+POLICY_UNIT = "/etc/systemd/system/gpucluster-dcgm-policy.service"
+COUNTERS = "/etc/dcgm-exporter/gpucluster-counters.csv"
+DROP_IN = "/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpucluster.conf"
+
+
+def _render(src: str, plan: dict[str, Any], host: str) -> str:
+    return render_role_template("compute", src, plan, host)
+
+
+def _compute_hosts(plan: dict[str, Any]) -> list[str]:
+    return sorted(h for h, host in plan["hosts"].items() if "compute" in host["roles"])
+
+
+def _plan(tier: str, node: dict[str, Any] | None = None, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    site, groups = load_inventory(tier)
+    site = copy.deepcopy(site)
+    if node:
+        site["gpucluster_node"] = {**site["gpucluster_node"], **node}
+    if policy:
+        site["gpucluster_gpu_policy"] = policy
+    return cluster_plan(site, groups)
+
+
+@pytest.fixture(scope="module", params=TIERS)
+def tier_plan(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return _plan(request.param)
+
+
+# --- engine -------------------------------------------------------------------------------
+
+
+def test_thresholds_are_the_plans(tier_plan: dict[str, Any]) -> None:
+    d = tier_plan["dcgm"]
+    critical = tier_plan["gpu"]["temperature"]["critical_c"]
+    power = tier_plan["gpu"]["clocks"]["power_limit_w"]
+    assert d["policy"]["max_temp_c"] == critical
+    assert d["policy"]["max_power_w"] == power
+    args = d["policy_args"]
+    assert args[args.index("-T") + 1] == str(critical)  # dossier 5.1: -T, --maxtemp (C)
+    assert args[args.index("-P") + 1] == str(power)  # dossier 5.1: -P, --maxpower (W)
+
+
+def test_h100_tiers_get_the_full_policy(tier_plan: dict[str, Any]) -> None:
+    """Reference tiers are H100 SXM (NVLink4, 87 C max operating, 700 W)."""
+    d = tier_plan["dcgm"]
+    assert d["health_args"] == ["health", "-s", "pmitn"]
+    assert d["policy_args"] == ["policy", "--set", "0,0", "-e", "-p", "-n", "-x", "-T", "87", "-P", "700"]
+    assert d["commands"] == [
+        "/usr/bin/dcgmi health -s pmitn",
+        "/usr/bin/dcgmi policy --set 0,0 -e -p -n -x -T 87 -P 700",
+    ]
+    assert d["notes"] == []
+
+
+def test_option_letters_follow_the_dossier() -> None:
+    """dossier 5.1: -e DBE, -p PCIe, -n NVLink, -x XID, -T max temp, -P max power; --set "action,validation"
+    with 0 = none; dossier 5.2: health -s p PCIe, m memory, i infoROM, t thermal and power, n NVLink."""
+    assert dict((name, flag) for flag, name in dcgm.POLICY_FLAGS) == {
+        "dbe": "-e",
+        "pcie": "-p",
+        "nvlink": "-n",
+        "xid": "-x",
+    }
+    assert (dcgm.POLICY_MAX_TEMP, dcgm.POLICY_MAX_POWER) == ("-T", "-P")
+    assert (dcgm.POLICY_ACTION_NONE, dcgm.POLICY_VALIDATION_NONE) == (0, 0)  # never 1 = GPU reset mid-job
+    assert dict((name, letter) for letter, name in dcgm.HEALTH_WATCHES) == {
+        "pcie": "p",
+        "memory": "m",
+        "inforom": "i",
+        "thermal_power": "t",
+        "nvlink": "n",
+    }
+    assert "-M" not in _plan("tier3")["dcgm"]["policy_args"]  # retired pages: no sourced threshold
+
+
+def test_power_cap_and_temperature_override_reach_the_policy() -> None:
+    plan = _plan(
+        "tier3",
+        node={"gpu_temp_limits": {"max_operating_c": 83}},
+        policy={"clock_policy": "power_capped", "power_cap_w": 550},
+    )
+    assert plan["gpu"]["clocks"]["power_limit_w"] == 550
+    assert plan["gpu"]["temperature"]["critical_c"] == 83
+    assert plan["dcgm"]["commands"][1].endswith("-T 83 -P 550")
+
+
+def test_model_without_nvlink_has_no_nvlink_watch_condition_or_counter() -> None:
+    plan = _plan("tier1", node={"gpu_model": "l40s"})
+    d = plan["dcgm"]
+    assert d["health_systems"] == "pmit"
+    assert "-n" not in d["policy_args"] and d["policy"]["nvlink"] is False
+    assert not any("NVLINK" in c["field"] for c in d["exporter"]["counters"])
+    assert any("no NVLink" in n for n in d["notes"])
+
+
+def test_model_without_thermal_limits_has_no_max_temperature() -> None:
+    plan = _plan("tier1", node={"gpu_model": "b200"})
+    d = plan["dcgm"]
+    assert plan["gpu"]["temperature"]["critical_c"] is None
+    assert "-T" not in d["policy_args"] and d["policy"]["max_temp_c"] is None
+    assert d["policy_args"][-2:] == ["-P", str(plan["gpu"]["clocks"]["power_limit_w"])]
+    assert any("gpu_temp_limits" in n for n in d["notes"])
+
+
+def test_exporter_counters_cover_every_dcgm_metric_the_alerts_read(tier_plan: dict[str, Any]) -> None:
+    fields = [c["field"] for c in tier_plan["dcgm"]["exporter"]["counters"]]
+    assert len(fields) == len(set(fields))
+    used = set(re.findall(r"DCGM_FI_\w+", tier_plan["monitoring"]["rules_yaml"]))
+    assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"} <= used
+    assert used <= set(fields)
+    assert all(c["type"] in ("gauge", "counter") for c in tier_plan["dcgm"]["exporter"]["counters"])
+
+
+# --- manifest and templates ---------------------------------------------------------------
+
+
+def test_files_are_in_the_manifest_of_every_compute_node(tier_plan: dict[str, Any]) -> None:
+    for src, dest in (
+        ("gpucluster-dcgm-policy.service.j2", POLICY_UNIT),
+        ("dcgm-exporter-counters.csv.j2", COUNTERS),
+        ("nvidia-dcgm-exporter.conf.j2", DROP_IN),
+    ):
+        listed = next(f for f in ROLE_FILES["compute"] if f["src"] == src)
+        assert (listed["dest"], listed["hosts"], listed.get("task")) == (dest, "compute", None)
+    for host, files in tier_plan["files"].items():
+        dests = {f["dest"] for f in files}
+        is_compute = "compute" in tier_plan["hosts"][host]["roles"]
+        assert ({POLICY_UNIT, COUNTERS, DROP_IN} <= dests) == is_compute, host
+        assert is_compute or not ({POLICY_UNIT, COUNTERS, DROP_IN} & dests), host
+
+
+def test_policy_unit_runs_the_plans_commands(tier_plan: dict[str, Any]) -> None:
+    host = _compute_hosts(tier_plan)[0]
+    text = _render("gpucluster-dcgm-policy.service.j2", tier_plan, host)
+    lines = text.splitlines()
+    assert "After=nvidia-dcgm.service" in lines
+    assert "Requires=nvidia-dcgm.service" in lines
+    assert "ConditionPathExists=/usr/bin/dcgmi" in lines
+    assert "Type=oneshot" in lines and "RemainAfterExit=yes" in lines
+    assert [line.split("=", 1)[1] for line in lines if line.startswith("ExecStart=")] == tier_plan["dcgm"]["commands"]
+    assert "ExecStart=/usr/bin/dcgmi health -s pmitn" in lines
+    assert "ExecStart=/usr/bin/dcgmi policy --set 0,0 -e -p -n -x -T 87 -P 700" in lines
+    # started by the host engine, never on its own at boot where DCGM is absent
+    assert "WantedBy=nvidia-dcgm.service" in lines
+    assert not any("multi-user.target" in line for line in lines)
+
+
+def test_counters_file_enables_double_bit_ecc_and_nvlink_errors(tier_plan: dict[str, Any]) -> None:
+    text = _render("dcgm-exporter-counters.csv.j2", tier_plan, _compute_hosts(tier_plan)[0])
+    rows = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(rows) == len(tier_plan["dcgm"]["exporter"]["counters"])
+    for row in rows:
+        field, kind, help_text = (part.strip() for part in row.split(",", 2))
+        assert field.startswith("DCGM_FI_") and kind in ("gauge", "counter") and help_text
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Total number of double-bit volatile ECC errors." in rows
+    assert any(r.startswith("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, counter,") for r in rows)
+
+
+def test_exporter_binds_the_scraped_management_address(tier_plan: dict[str, Any]) -> None:
+    port = tier_plan["monitoring"]["dcgm_exporter_port"]
+    for host in _compute_hosts(tier_plan):
+        text = _render("nvidia-dcgm-exporter.conf.j2", tier_plan, host)
+        execs = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+        assert execs[0] == "ExecStart="  # clears the package's ExecStart
+        address = f"{tier_plan['hosts'][host]['addresses']['management']}:{port}"
+        assert execs[1] == (
+            f"ExecStart=/usr/bin/dcgm-exporter --collectors {COUNTERS} --address {address}"
+            " --remote-hostengine-info localhost:5555"
+        )
+        assert address in tier_plan["monitoring"]["targets"]["dcgm"]  # what Prometheus scrapes
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
+def test_units_parse_with_systemd(tmp_path: Path) -> None:
+    """systemd-analyze verify of the policy unit and of the exporter's drop-in (on a stub of the
+    package's unit): the only complaints allowed are the DCGM binaries this host lacks."""
+    plan = _plan("tier3")
+    host = _compute_hosts(plan)[0]
+    (tmp_path / "gpucluster-dcgm-policy.service").write_text(_render("gpucluster-dcgm-policy.service.j2", plan, host))
+    stub = "[Unit]\nDescription=stub\n[Service]\nExecStart={}\n"
+    (tmp_path / "nvidia-dcgm.service").write_text(stub.format("/usr/bin/nv-hostengine -n"))
+    (tmp_path / "nvidia-dcgm-exporter.service").write_text(stub.format("/usr/bin/dcgm-exporter"))
+    (tmp_path / "nvidia-dcgm-exporter.service.d").mkdir()
+    (tmp_path / "nvidia-dcgm-exporter.service.d" / "gpucluster.conf").write_text(
+        _render("nvidia-dcgm-exporter.conf.j2", plan, host)
+    )
+    run = subprocess.run(
+        ["systemd-analyze", "verify", "gpucluster-dcgm-policy.service", "nvidia-dcgm-exporter.service"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+    )
+    missing = re.compile(r"Command /usr/bin/(dcgmi|dcgm-exporter|nv-hostengine) is not executable")
+    assert [line for line in run.stderr.splitlines() if line.strip() and not missing.search(line)] == []
+
+
+# --- role ---------------------------------------------------------------------------------
+
+
+def _tasks() -> list[dict[str, Any]]:
+    return yaml.safe_load((ROLE / "tasks" / "gpu_stack.yml").read_text())
+
+
+def test_defaults_fetch_nothing() -> None:
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert defaults["compute_gpu_repo"] == []
+    for key in (
+        "compute_gpu_repo_key",
+        "compute_gpu_driver_branch",
+        "compute_cuda_toolkit_version",
+        "compute_dcgm_version",
+        "compute_dcgm_exporter_version",
+    ):
+        assert defaults[key] == "", key
+    spec = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    for key, value in defaults.items():
+        assert spec[key]["default"] == value, key
+
+
+def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
+    tasks = _tasks()
+    say = next(t for t in tasks if "ansible.builtin.debug" in t)
+    assert say["ansible.builtin.debug"]["msg"] == (
+        "no GPU package source configured (compute_gpu_repo): driver, CUDA and DCGM not installed"
+    )
+    assert say["when"] == "compute_gpu_repo | length == 0"
+    block = next(t for t in tasks if "block" in t)
+    assert block["when"] == "compute_gpu_repo | length > 0"
+    modules = [next(k for k in t if k.startswith("ansible.builtin.")) for t in block["block"]]
+    assert "ansible.builtin.deb822_repository" in modules and "ansible.builtin.apt" in modules
+    # nothing outside the block installs a package or adds a source
+    outside = [next(k for k in t if k.startswith("ansible.builtin.")) for t in tasks if "block" not in t]
+    assert not {"ansible.builtin.apt", "ansible.builtin.deb822_repository", "ansible.builtin.get_url"} & set(outside)
+
+
+def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
+    enable = next(
+        t
+        for t in _tasks()
+        if t.get("ansible.builtin.systemd_service", {}).get("name") == "gpucluster-dcgm-policy.service"
+    )
+    assert enable["ansible.builtin.systemd_service"] == {"name": "gpucluster-dcgm-policy.service", "enabled": True}
+    assert "when" not in enable
+    handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+    apply = next(h for h in handlers if h["name"] == "Apply the DCGM policy")
+    assert apply["when"] == "compute_gpu_repo | length > 0"
+
+
+def test_services_are_started_only_with_the_repository() -> None:
+    block = next(t for t in _tasks() if "block" in t)
+    start = next(t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started")
+    assert start["loop"] == ["nvidia-persistenced.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service"]

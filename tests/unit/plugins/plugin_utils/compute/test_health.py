@@ -1,0 +1,294 @@
+"""Node health check: plan thresholds (health_config) and the drain/resume script.
+
+The script (roles/compute/files/gpucluster-healthcheck) is loaded as a module; scontrol is a
+fake that records its calls and prints `scontrol show node` text in the layout of the
+recorded Slurm 20.11 output in tests/data/slurm (dossier 8.4: HealthCheckProgram). The
+thresholds are the tier4 plan's (H100 SXM, InfiniBand 400 Gb/s, DLC).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils import gpu
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX, health_config
+
+SCRIPT = ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck"
+DATA = ROOT / "tests" / "data"
+NODE = "compute01"
+
+
+def _load() -> ModuleType:
+    loader = SourceFileLoader("gpucluster_healthcheck", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+hc = _load()
+
+
+@pytest.fixture(scope="module")
+def plan() -> dict[str, Any]:
+    return cluster_plan(*load_inventory("tier4"))
+
+
+# ---------------------------------------------------------------- thresholds from the plan
+
+
+def test_health_config_comes_from_the_plan(plan: dict[str, Any]) -> None:
+    cfg = plan["health"]
+    assert cfg == health_config(plan)
+    assert cfg["reason_prefix"] == REASON_PREFIX
+    assert cfg["gpu"]["count"] == plan["cluster"]["gpus_per_node"]
+    assert cfg["gpu"]["temp_critical_c"] == plan["gpu"]["temperature"]["critical_c"] == 87
+    assert cfg["gpu"]["temp_warn_c"] == plan["gpu"]["temperature"]["warn_c"]
+    assert cfg["fabric"]["rate_gbps"] == plan["fabric"]["link_rate_gbps"]
+    assert cfg["coolant"] == {
+        "supply_max_c": plan["cooling"]["supply_max_c"],
+        "return_max_c": plan["cooling"]["return_max_c"],
+        "flow_min_lpm": plan["cooling"]["flow_critical_lpm"],
+    }
+    compute = sorted(h for h, v in plan["hosts"].items() if "compute" in v["roles"])
+    assert sorted(cfg["nodes"]) == compute
+    assert cfg["nodes"][NODE] == {"slurm_node": NODE, "fabric_ports": [f"mlx5_{i}/1" for i in range(8)]}
+
+
+def test_health_config_without_fabric_or_liquid() -> None:
+    cfg = health_config(cluster_plan(*load_inventory("tier1")))
+    assert cfg["coolant"] is None and cfg["fabric"]["rate_gbps"] is None
+    assert all(node["fabric_ports"] == [] for node in cfg["nodes"].values())
+
+
+def test_config_is_installed_on_compute_nodes(plan: dict[str, Any]) -> None:
+    entry = {"role": "compute", "src": "healthcheck.json.j2", "dest": "/etc/gpucluster/healthcheck.json"}
+    listed = next(f for f in ROLE_FILES["compute"] if f["src"] == entry["src"])
+    assert (listed["dest"], listed["hosts"]) == (entry["dest"], "compute")
+    assert entry in plan["files"][NODE]
+    assert entry not in plan["files"]["head01"]
+
+
+def test_script_queries_the_fields_the_parser_reads() -> None:
+    assert hc.QUERY_FIELDS == gpu.QUERY_FIELDS
+
+
+# ---------------------------------------------------------------- the script, end to end
+
+
+def _gpu_csv(temps: dict[int, int] | None = None, ecc: dict[int, int] | None = None, count: int = 8) -> str:
+    """Eight H100 rows in the layout of the recorded query (tests/data/nvidia-smi/h100-545-query.txt)."""
+    template = (DATA / "nvidia-smi" / "h100-545-query.txt").read_text().strip().split(", ")
+    rows = []
+    for i in range(count):
+        row = list(template)
+        row[0], row[3] = str(i), f"00000000:{0x19 + i:02X}:00.0"
+        row[9] = str((temps or {}).get(i, 33))
+        row[10] = str((ecc or {}).get(i, 0))
+        rows.append(", ".join(row))
+    return "\n".join(rows) + "\n"
+
+
+def _show(state: str, reason: str | None) -> str:
+    """`scontrol show node compute01` in the layout of the recorded output, with State and Reason set."""
+    text = (DATA / "slurm" / "scontrol-show-node-drained.txt").read_text().replace("cu201", NODE)
+    text = re.sub(r"State=\S+", f"State={state}", text)
+    return re.sub(r"(?m)^   Reason=.*\n", f"   Reason={reason} [root@2026-01-05T10:00:00]\n" if reason else "", text)
+
+
+class Node:
+    """A fake compute node: recorded inputs in tmp_path and a scontrol that logs its calls."""
+
+    def __init__(self, tmp_path: Path, cfg: dict[str, Any]) -> None:
+        self.dir = tmp_path
+        self.config = tmp_path / "healthcheck.json"
+        self.config.write_text(json.dumps(cfg))
+        self.smi = tmp_path / "query.csv"
+        self.smi.write_text(_gpu_csv())
+        self.ib = tmp_path / "infiniband"
+        for port in cfg["nodes"][NODE]["fabric_ports"]:
+            self.port(port, "4: ACTIVE", "400 Gb/sec (4X NDR)")
+        self.coolant = tmp_path / "coolant.json"
+        self.coolant.write_text(json.dumps({"supply_c": 28.0, "return_c": 38.0, "flow_lpm": 60.0}))
+        self.calls = tmp_path / "calls.jsonl"
+        self.show = tmp_path / "show.txt"
+        self.set_state("IDLE", None)
+        self.scontrol = tmp_path / "scontrol"
+        self.scontrol.write_text(
+            f"#!{sys.executable}\nimport json, sys\n"
+            f"open({str(self.calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+            f"if sys.argv[1] == 'show': sys.stdout.write(open({str(self.show)!r}).read())\n"
+        )
+        self.scontrol.chmod(0o755)
+
+    def port(self, name: str, state: str, rate: str) -> None:
+        hca, port = name.split("/")
+        base = self.ib / hca / "ports" / port
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "state").write_text(state + "\n")
+        (base / "rate").write_text(rate + "\n")
+
+    def set_state(self, state: str, reason: str | None) -> None:
+        self.show.write_text(_show(state, reason))
+
+    def run(self, *extra: str) -> int:
+        return hc.main(
+            [
+                "--config", str(self.config), "--node", NODE, "--scontrol", str(self.scontrol),
+                "--nvidia-smi-output", str(self.smi), "--ib-sysfs", str(self.ib), "--coolant", str(self.coolant),
+                *extra,
+            ]
+        )  # fmt: skip
+
+    def updates(self) -> list[list[str]]:
+        lines = self.calls.read_text().splitlines() if self.calls.exists() else []
+        return [call for call in map(json.loads, lines) if call[0] == "update"]
+
+
+@pytest.fixture
+def node(tmp_path: Path, plan: dict[str, Any]) -> Node:
+    return Node(tmp_path, plan["health"])
+
+
+def _drain(reason: str) -> list[str]:
+    return ["update", f"nodename={NODE}", "state=drain", f"reason={reason}"]
+
+
+def test_healthy_node_is_left_alone(node: Node) -> None:
+    assert node.run() == 0
+    assert node.updates() == []
+
+
+def test_hot_gpu_drains_naming_gpu_and_temperatures(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(temps={3: 89}))
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: gpu3 89C >= 87C")]
+
+
+def test_warm_gpu_only_warns(node: Node, capsys: pytest.CaptureFixture[str]) -> None:
+    node.smi.write_text(_gpu_csv(temps={5: 85}))
+    assert node.run() == 0
+    assert "gpu5 85C >= warn 84C" in capsys.readouterr().out
+    assert node.updates() == []
+
+
+def test_healthy_node_resumes_its_own_drain(node: Node) -> None:
+    node.set_state("IDLE+DRAIN", "gpucluster: gpu3 89C >= 87C")
+    assert node.run() == 0
+    assert node.updates() == [["update", f"nodename={NODE}", "state=resume"]]
+
+
+def test_operator_drain_is_never_resumed(node: Node) -> None:
+    node.set_state("IDLE+DRAIN", "Low RealMemory")
+    assert node.run() == 0
+    assert node.updates() == []
+    node.smi.write_text(_gpu_csv(temps={3: 89}))  # unhealthy too: the operator's reason stays
+    assert node.run() == 1
+    assert node.updates() == []
+
+
+def test_own_drain_is_updated_only_when_the_reason_changes(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(temps={3: 89}))
+    node.set_state("DRAINED", "gpucluster: gpu3 89C >= 87C")
+    assert node.run() == 1
+    assert node.updates() == []
+    node.smi.write_text(_gpu_csv(temps={3: 90}))
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: gpu3 90C >= 87C")]
+
+
+def test_ib_port_down_drains(node: Node) -> None:
+    node.port("mlx5_2/1", "1: DOWN", "10 Gb/sec (4X SDR)")
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: mlx5_2/1 DOWN")]
+
+
+def test_ib_rate_below_plan_drains(node: Node) -> None:
+    node.port("mlx5_6/1", "4: ACTIVE", "200 Gb/sec (4X HDR)")
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: mlx5_6/1 200<400Gb")]
+
+
+def test_missing_hca_drains(node: Node) -> None:
+    for name in ("state", "rate"):
+        (node.ib / "mlx5_7" / "ports" / "1" / name).unlink()
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: mlx5_7/1 missing")]
+
+
+def test_coolant_flow_low_drains(node: Node) -> None:
+    node.coolant.write_text(json.dumps({"supply_c": 28.0, "return_c": 38.0, "flow_lpm": 40.0}))
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: coolant flow 40 < 46.8lpm")]
+
+
+def test_coolant_supply_hot_drains(node: Node) -> None:
+    node.coolant.write_text(json.dumps({"supply_c": 33.5, "return_c": 38.0, "flow_lpm": 60.0}))
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: coolant supply 33.5C > 32C")]
+
+
+def test_ecc_missing_gpu_and_short_reason(node: Node, capsys: pytest.CaptureFixture[str]) -> None:
+    node.smi.write_text(_gpu_csv(temps={0: 90, 1: 91}, ecc={2: 2}, count=7))
+    assert node.run() == 1
+    out = capsys.readouterr().out
+    assert "FAIL: gpu2 dbe ecc 2" in out
+    assert node.updates() == [_drain("gpucluster: 7/8 gpus, gpu0 90C >= 87C, gpu1 91C >= 87C +1")]
+
+
+def test_xid_from_kernel_log_and_dcgmi(node: Node) -> None:
+    xid = node.dir / "xid.txt"
+    # the kernel's NVRM line; PCI 0000:1c:00 is gpu3 in the query (00000000:1C:00.0)
+    xid.write_text(
+        "Oct 02 10:41:07 compute01 kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=0, GPU has fallen off the bus.\n"
+    )
+    assert node.run("--xid", str(xid)) == 1
+    assert node.updates() == [_drain("gpucluster: gpu3 xid 79")]
+    xid.write_text("#Entity   XID\nID\nGPU 0     0\nGPU 5     48\n")  # dcgmi dmon -e 230 -c 1
+    node.calls.unlink()
+    assert node.run("--xid", str(xid)) == 1
+    assert node.updates() == [_drain("gpucluster: gpu5 xid 48")]
+
+
+def test_dry_run_prints_and_changes_nothing(node: Node, capsys: pytest.CaptureFixture[str]) -> None:
+    node.smi.write_text(_gpu_csv(temps={3: 89}))
+    assert node.run("--dry-run") == 1
+    assert node.updates() == []
+    assert f"would run: {node.scontrol} update nodename={NODE} state=drain 'reason=gpucluster: gpu3 89C >= 87C'" in (
+        capsys.readouterr().out
+    )
+
+
+def test_lab_skips_missing_gpu_and_hca(tmp_path: Path, plan: dict[str, Any]) -> None:
+    node = Node(tmp_path, {**plan["health"], "lab": True})
+    absent = str(tmp_path / "absent")
+    argv = ["--config", str(node.config), "--node", NODE, "--scontrol", str(node.scontrol)]
+    argv += ["--nvidia-smi", absent, "--ib-sysfs", absent, "--coolant", str(node.coolant)]
+    assert hc.main(argv) == 0
+    node.config.write_text(json.dumps(plan["health"]))  # the same node outside the lab drains
+    assert hc.main(argv) == 1
+    assert node.updates()[0][-1].startswith("reason=gpucluster: nvidia-smi missing, mlx5_0/1 missing")
+
+
+def test_unknown_node_or_broken_scontrol_changes_nothing(node: Node) -> None:
+    assert hc.main(["--config", str(node.config), "--node", "nosuch", "--scontrol", str(node.scontrol)]) == 2
+    node.show.write_text("slurm_load_node error: Unable to contact slurm controller (connect failure)\n")
+    assert node.run() == 2
+    assert node.updates() == []
+
+
+def test_parse_recorded_scontrol_output() -> None:
+    text = (DATA / "slurm" / "scontrol-show-node-drained.txt").read_text()
+    assert hc.parse_node(text) == ("IDLE+DRAIN", "Low RealMemory")
+    assert hc.parse_node(_show("MIXED", None)) == ("MIXED", None)

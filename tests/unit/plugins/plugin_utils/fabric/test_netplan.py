@@ -1,0 +1,75 @@
+"""Address plan (netaddr): one subnet per rail, unique addresses, pool errors."""
+
+from __future__ import annotations
+
+import netaddr
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.netplan import address_plan, etc_hosts_entries
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+
+POOLS = {
+    "management": {"cidr": "10.30.0.0/24", "first_offset": 10},
+    "bmc": {"cidr": "10.30.1.0/24", "first_offset": 10},
+    "storage": {"cidr": "10.30.2.0/24", "first_offset": 10},
+    "fabric": {"cidr": "10.31.0.0/16", "rail_prefix": 24, "first_offset": 10},
+}
+
+
+def hosts(computes: int) -> list[dict]:
+    return (
+        [{"name": "head01", "roles": ["head"]}, {"name": "oss01", "roles": ["storage"]}]
+        + [{"name": f"compute{i:02d}", "roles": ["compute"]} for i in range(1, computes + 1)]
+    )  # fmt: skip
+
+
+def test_tier3_addresses() -> None:
+    plan = address_plan(pools=POOLS, hosts=hosts(4), rails=8)
+    assert plan["hosts"]["head01"]["management"] == "10.30.0.10"
+    assert plan["hosts"]["compute01"]["management"] == "10.30.0.12"
+    assert "storage" not in plan["hosts"]["head01"]
+    assert plan["hosts"]["oss01"]["storage"] == "10.30.2.10"
+    assert plan["hosts"]["compute02"]["rails"]["3"] == "10.31.3.11"  # rail 3 subnet, compute index 1
+    assert [r["cidr"] for r in plan["rails"]][:2] == ["10.31.0.0/24", "10.31.1.0/24"]
+    assert etc_hosts_entries(plan, "c.internal")[0] == ["10.30.0.10", "head01.c.internal", "head01"]
+
+
+def test_overlapping_pools_name_both() -> None:
+    pools = {**POOLS, "bmc": {"cidr": "10.30.0.128/25"}}
+    with pytest.raises(PlanError, match=r"gpucluster_network\.bmc\.cidr.*gpucluster_network\.management"):
+        address_plan(pools=pools, hosts=hosts(2), rails=8)
+
+
+def test_exhausted_pool() -> None:
+    pools = {**POOLS, "management": {"cidr": "10.30.0.0/28", "first_offset": 10}}
+    with pytest.raises(PlanError, match=r"gpucluster_network\.management\.cidr.*room for 6 hosts"):
+        address_plan(pools=pools, hosts=hosts(4), rails=8)
+
+
+def test_fabric_too_small_for_rails() -> None:
+    pools = {**POOLS, "fabric": {"cidr": "10.31.0.0/22", "rail_prefix": 24}}
+    with pytest.raises(PlanError, match=r"gpucluster_network\.fabric\.cidr.*8 rail subnets"):
+        address_plan(pools=pools, hosts=hosts(2), rails=8)
+
+
+def test_bad_cidr() -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_network\.management\.cidr"):
+        address_plan(pools={**POOLS, "management": {"cidr": "10.30.0.5/24"}}, hosts=hosts(1), rails=0)
+
+
+@given(computes=st.integers(1, 200), rails=st.integers(0, 8))
+def test_addresses_unique_and_inside_their_pools(computes: int, rails: int) -> None:
+    plan = address_plan(pools=POOLS, hosts=hosts(computes), rails=rails)
+    seen: set[str] = set()
+    for entry in plan["hosts"].values():
+        for pool in ("management", "bmc", "storage"):
+            if pool in entry:
+                assert netaddr.IPAddress(entry[pool]) in netaddr.IPNetwork(POOLS[pool]["cidr"])
+                assert entry[pool] not in seen
+                seen.add(entry[pool])
+        for rail, address in entry.get("rails", {}).items():
+            assert netaddr.IPAddress(address) in netaddr.IPNetwork(plan["rails"][int(rail)]["cidr"])
+            assert address not in seen
+            seen.add(address)

@@ -1,0 +1,392 @@
+"""A table of bad inventories (issue 16): each is a reference inventory with one change.
+
+Every case must stop the plan with a PlanError naming the field, showing the value and saying what is
+allowed (never a TypeError, KeyError or a file written somewhere): path traversal, config injection,
+typos of keys at every level, values read nowhere or dropped, nonsense plans, unclear errors, hosts in
+no group. Two sizes that are allowed (an opt-out, a tier4 with 2 nodes) pass; the report says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+
+Inventory = tuple[dict[str, Any], dict[str, list[str]]]
+DROP = object()
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _steps(path: str) -> list[str | int]:
+    return [int(i) if i else k for k, i in _STEP.findall(path)]
+
+
+def put(path: str, value: Any) -> Callable[[Inventory], None]:
+    """Set ``gpucluster_x.y[2].z`` (or ``groups.name``) to ``value``; DROP removes the key."""
+
+    def change(inv: Inventory) -> None:
+        site, groups = inv
+        steps = _steps(path)
+        target: Any = groups if steps[0] == "groups" else site
+        steps = steps[1:] if steps[0] == "groups" else steps
+        for step in steps[:-1]:
+            if isinstance(target, dict) and step not in target:
+                target[step] = {}
+            target = target[step]
+        if value is DROP:
+            del target[steps[-1]]
+        else:
+            target[steps[-1]] = copy.deepcopy(value)
+
+    return change
+
+
+def rename(path: str, new_key: str) -> Callable[[Inventory], None]:
+    """Rename the last key of ``path`` to ``new_key`` (a typo), keeping its value."""
+
+    def change(inv: Inventory) -> None:
+        steps = _steps(path)
+        target: Any = inv[0]
+        for step in steps[:-1]:
+            target = target[step]
+        target[new_key] = target.pop(steps[-1])
+
+    return change
+
+
+def both(*changes: Callable[[Inventory], None]) -> Callable[[Inventory], None]:
+    def change(inv: Inventory) -> None:
+        for one in changes:
+            one(inv)
+
+    return change
+
+
+def add_host(name: str, group: str | None) -> Callable[[Inventory], None]:
+    def change(inv: Inventory) -> None:
+        groups = inv[1]
+        groups["all"] = sorted({*groups.get("all", []), name})
+        groups.setdefault(group or "ungrouped", []).append(name)
+
+    return change
+
+
+def drop_compute_nic(inv: Inventory) -> None:
+    """7 compute NICs for 8 GPUs: mlx5_7 gone, and GPU 7 with no NIC."""
+    node = inv[0]["gpucluster_node"]
+    node["nics"] = [n for n in node["nics"] if n["name"] != "mlx5_7"]
+    del node["gpus"][7]["nic"]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    change: Callable[[Inventory], None]
+    field: str  # the PlanError's field, exactly
+    fragment: str  # a piece of the message (what is allowed)
+    tier: str = "tier3"
+
+
+LONG = "a" * 5000
+NET = "gpucluster_network"
+NODE = "gpucluster_node"
+ST = "gpucluster_storage"
+LU = "gpucluster_storage.lustre"
+FAB = "gpucluster_fabric"
+IFNAME = "Linux interface name"
+PATH = "an absolute path"
+DEV = "a device path under /dev/"
+HOST = "RFC 1123"
+ROCE = both(put(f"{FAB}.type", "roce"), put(f"{FAB}.infiniband", DROP))
+
+CASES = [
+    # --- path traversal: nothing from the inventory may name a file outside its folder
+    Case("netdev-traversal", put(f"{NODE}.nics[0].netdev", "x/../../tmp/somewhere"), f"{NODE}.nics[0].netdev", IFNAME),
+    Case("netdev-dotdot", put(f"{NODE}.nics[0].netdev", ".."), f"{NODE}.nics[0].netdev", "not '.' or '..'"),
+    Case("netdev-dot", put(f"{NODE}.nics[1].netdev", "."), f"{NODE}.nics[1].netdev", IFNAME),
+    Case("netdev-slash", put(f"{NODE}.nics[10].netdev", "eno/1"), f"{NODE}.nics[10].netdev", "no '/'"),
+    Case("checkpoints-dotdot", put(f"{ST}.paths.checkpoints", "/lustre/../etc"), f"{ST}.paths.checkpoints", "'..'"),
+    Case("mount-dotdot", put(f"{LU}.mount_point", "/lustre/aifs/../../etc"), f"{LU}.mount_point", PATH),
+    Case("scratch-relative", put(f"{ST}.local_scratch", "raid"), f"{ST}.local_scratch", PATH),
+    Case("home-relative", put(f"{ST}.paths.home", "home/users"), f"{ST}.paths.home", PATH),
+    Case("mdt-dotdot", put(f"{LU}.mdt_device", "/dev/../etc/passwd"), f"{LU}.mdt_device", DEV),
+    Case("ost-not-dev", put(f"{LU}.ost_devices[0]", "/tmp/disk"), f"{LU}.ost_devices[0]", DEV),
+    Case("allow-format-not-dev", put(f"{LU}.allow_format_devices", ["nvme1n1"]), f"{LU}.allow_format_devices[0]", DEV),
+    Case("nvme-relative", put(f"{ST}.local_nvme.devices[0]", "nvme2n1"), f"{ST}.local_nvme.devices[0]", DEV, "tier1"),
+    Case(
+        "raid-dotdot",
+        put(f"{ST}.local_nvme.raid_device", "/dev/md0/../../root"),
+        f"{ST}.local_nvme.raid_device",
+        DEV,
+        "tier1",
+    ),
+    Case(
+        "nvme-mount-dotdot",
+        put(f"{ST}.local_nvme.mount_point", "/raid/.."),
+        f"{ST}.local_nvme.mount_point",
+        PATH,
+        "tier1",
+    ),
+    Case("name-dotdot", put("gpucluster_cluster.name", "../evil"), "gpucluster_cluster.name", "build/plan/<name>"),
+    Case("name-slash", put("gpucluster_cluster.name", "a/b"), "gpucluster_cluster.name", "letters, digits"),
+    Case(
+        "export-dotdot",
+        put(f"{ST}.nfs.exports[0].path", "/export/../../etc"),
+        f"{ST}.nfs.exports[0].path",
+        PATH,
+        "tier2",
+    ),
+    Case(
+        "export-mount-relative",
+        put(f"{ST}.nfs.exports[0].mount_point", "shared"),
+        f"{ST}.nfs.exports[0].mount_point",
+        PATH,
+        "tier2",
+    ),
+    Case("lnet-iface-slash", put(f"{LU}.server_interfaces", ["ib0/../x"]), f"{LU}.server_interfaces[0]", IFNAME),
+    Case("gpu-nic-slash", put(f"{NODE}.gpus[0].nic", "mlx5_0/../x"), f"{NODE}.gpus[0].nic", "RDMA device name"),
+    # --- config injection: newlines, ';', '$(', spaces in names, paths, NTP servers, domains
+    Case("ntp-newline", put(f"{NET}.ntp_servers", ["pool.ntp.org\nallow all"]), f"{NET}.ntp_servers[0]", "NTP server"),
+    Case("ntp-trailing-newline", put(f"{NET}.ntp_servers", ["pool.ntp.org\n"]), f"{NET}.ntp_servers[0]", HOST),
+    Case("domain-trailing-newline", put("gpucluster_cluster.domain", "internal\n"), "gpucluster_cluster.domain", HOST),
+    Case("ntp-space", put(f"{NET}.ntp_servers", ["pool.ntp.org iburst"]), f"{NET}.ntp_servers[0]", "no options"),
+    Case("ntp-subshell", put(f"{NET}.ntp_servers", ["$(reboot)"]), f"{NET}.ntp_servers[0]", HOST),
+    Case("ntp-semicolon", put(f"{NET}.ntp_servers", ["ntp.example.com;x"]), f"{NET}.ntp_servers[0]", HOST),
+    Case("ntp-second-bad", put(f"{NET}.ntp_servers", ["10.0.0.1", "a b"]), f"{NET}.ntp_servers[1]", HOST),
+    Case("domain-semicolon", put("gpucluster_cluster.domain", "x;touch /tmp/p"), "gpucluster_cluster.domain", HOST),
+    Case("domain-space", put("gpucluster_cluster.domain", "cluster internal"), "gpucluster_cluster.domain", HOST),
+    Case("domain-newline", put("gpucluster_cluster.domain", "a\nb"), "gpucluster_cluster.domain", HOST),
+    Case("domain-dash", put("gpucluster_cluster.domain", "-bad.example"), "gpucluster_cluster.domain", HOST),
+    Case("domain-empty-label", put("gpucluster_cluster.domain", "a..b"), "gpucluster_cluster.domain", HOST),
+    Case(
+        "mgmt-if-semicolon", put(f"{NET}.management.interface", "eno1; reboot"), f"{NET}.management.interface", IFNAME
+    ),
+    Case("mgmt-if-newline", put(f"{NET}.management.interface", "eno1\nreboot"), f"{NET}.management.interface", IFNAME),
+    Case(
+        "mgmt-if-too-long",
+        put(f"{NET}.management.interface", "enp1s0f0np0abcdef"),
+        f"{NET}.management.interface",
+        "1 to 15",
+    ),
+    Case("netdev-subshell", put(f"{NODE}.nics[2].netdev", "$(reboot)"), f"{NODE}.nics[2].netdev", IFNAME),
+    Case("netdev-space", put(f"{NODE}.nics[0].netdev", "ib p26s0"), f"{NODE}.nics[0].netdev", "no spaces"),
+    Case("netdev-backtick", put(f"{NODE}.nics[0].netdev", "ib`id`"), f"{NODE}.nics[0].netdev", IFNAME),
+    Case("checkpoints-rm", put(f"{ST}.paths.checkpoints", "/ckpt; rm -rf /"), f"{ST}.paths.checkpoints", "no spaces"),
+    Case("lustre-mount-rm", put(f"{LU}.mount_point", "/lustre/aifs; rm -rf /"), f"{LU}.mount_point", PATH),
+    Case("datasets-subshell", put(f"{ST}.paths.datasets", "/data/$(id)"), f"{ST}.paths.datasets", "'$'"),
+    Case("home-newline", put(f"{ST}.paths.home", "/home\nx"), f"{ST}.paths.home", "control characters"),
+    Case("scratch-semicolon", put(f"{ST}.local_scratch", "/raid;x"), f"{ST}.local_scratch", "';'"),
+    Case(
+        "nic-name-semicolon", put(f"{NODE}.nics[0].name", "mlx5_0; reboot"), f"{NODE}.nics[0].name", "RDMA device name"
+    ),
+    Case("fsname-semicolon", put(f"{LU}.fsname", "aifs;x"), f"{LU}.fsname", "no spaces"),
+    Case(
+        "export-clients-options",
+        put(f"{ST}.nfs.exports[0].clients", "10.0.0.0/24(rw,no_root_squash) *"),
+        f"{ST}.nfs.exports[0].clients",
+        "a CIDR, host name or wildcard",
+        "tier2",
+    ),
+    Case(
+        "lab-prolog-newline",
+        put("gpucluster_lab", {"enabled": True, "slurm_prolog_flags": "Alloc\nSlurmctldHost=evil"}),
+        "gpucluster_lab.slurm_prolog_flags",
+        "PrologFlags",
+    ),
+    Case(
+        "lab-slurmd-newline",
+        put("gpucluster_lab", {"enabled": True, "slurmd_parameters": "config_overrides\nx=y"}),
+        "gpucluster_lab.slurmd_parameters",
+        "SlurmdParameters",
+    ),
+    Case(
+        "lab-memlock-semicolon",
+        put("gpucluster_lab", {"memlock_kb": "unlimited; x"}),
+        "gpucluster_lab.memlock_kb",
+        "unlimited",
+    ),
+    Case("pkey-newline", put(f"{FAB}.infiniband.pkey", "0x7fff\nx"), f"{FAB}.infiniband.pkey", "partition key"),
+    Case("gpu-model-space", put(f"{NODE}.gpu_model", "h100 sxm"), f"{NODE}.gpu_model", "no spaces"),
+    Case("tier-semicolon", put("gpucluster_cluster.tier", "tier3;x"), "gpucluster_cluster.tier", "no spaces"),
+    Case(
+        "batch-size-injection",
+        put("gpucluster_rollout", {"batch_size": "25%; x"}),
+        "gpucluster_rollout.batch_size",
+        "25%",
+    ),
+    Case("lnet-net-space", put(f"{LU}.lnet_net", "o2ib0 x"), f"{LU}.lnet_net", "no spaces"),
+    Case("nfs-network-newline", put(f"{ST}.nfs.network", "storage\n"), f"{ST}.nfs.network", "no spaces", "tier2"),
+    # --- typos of keys, at every level: unknown keys are errors, with a "did you mean"
+    Case("typo-section", rename(FAB, "gpucluster_fabrik"), "gpucluster_fabrik", "did you mean 'gpucluster_fabric'"),
+    Case(
+        "typo-section-plural",
+        rename("gpucluster_cluster", "gpucluster_clusters"),
+        "gpucluster_clusters",
+        "gpucluster_cluster",
+    ),
+    Case(
+        "typo-gpus-per-node", rename(f"{NODE}.gpus_per_node", "gpus_per_nod"), f"{NODE}.gpus_per_nod", "'gpus_per_node'"
+    ),
+    Case("typo-topology", rename(f"{FAB}.topology", "topolgy"), f"{FAB}.topolgy", "did you mean 'topology'"),
+    Case("typo-domain", rename("gpucluster_cluster.domain", "domian"), "gpucluster_cluster.domian", "'domain'"),
+    Case(
+        "typo-rack-budget",
+        rename("gpucluster_facility.rack_power_budget_kw", "rack_power_budget"),
+        "gpucluster_facility.rack_power_budget",
+        "'rack_power_budget_kw'",
+    ),
+    Case("typo-management", rename(f"{NET}.management", "managment"), f"{NET}.managment", "'management'"),
+    Case(
+        "typo-interface", rename(f"{NET}.management.interface", "interfce"), f"{NET}.management.interfce", "'interface'"
+    ),
+    Case("typo-netdev", rename(f"{NODE}.nics[0].netdev", "netdv"), f"{NODE}.nics[0].netdv", "'netdev'"),
+    Case("typo-gpu-pci-bus", rename(f"{NODE}.gpus[0].pci_bus", "pci_buss"), f"{NODE}.gpus[0].pci_buss", "'pci_bus'"),
+    Case("typo-ost-devices", rename(f"{LU}.ost_devices", "ost_device"), f"{LU}.ost_device", "'ost_devices'"),
+    Case("typo-paths", rename(f"{ST}.paths.checkpoints", "checkpoint"), f"{ST}.paths.checkpoint", "'checkpoints'"),
+    Case(
+        "typo-service-level",
+        rename(f"{FAB}.infiniband.service_level", "servicelevel"),
+        f"{FAB}.infiniband.servicelevel",
+        "'service_level'",
+    ),
+    Case(
+        "typo-model-params",
+        rename("gpucluster_workload.model_params_b", "model_param_b"),
+        "gpucluster_workload.model_param_b",
+        "'model_params_b'",
+    ),
+    Case(
+        "typo-clock-policy",
+        rename("gpucluster_gpu_policy.clock_policy", "clockpolicy"),
+        "gpucluster_gpu_policy.clockpolicy",
+        "'clock_policy'",
+    ),
+    Case("typo-lab", put("gpucluster_lab", {"enabeld": True}), "gpucluster_lab.enabeld", "did you mean 'enabled'"),
+    Case("typo-rollout", put("gpucluster_rollout", {"batchsize": 2}), "gpucluster_rollout.batchsize", "'batch_size'"),
+    Case(
+        "typo-allow-format",
+        rename(f"{ST}.local_nvme.allow_format", "allow_formats"),
+        f"{ST}.local_nvme.allow_formats",
+        "'allow_format'",
+        "tier1",
+    ),
+    Case(
+        "typo-export-mount",
+        rename(f"{ST}.nfs.exports[0].mount_point", "mountpoint"),
+        f"{ST}.nfs.exports[0].mountpoint",
+        "'mount_point'",
+        "tier2",
+    ),
+    Case("typo-roce-dscp", both(ROCE, put(f"{FAB}.roce", {"dscpp": 26})), f"{FAB}.roce.dscpp", "did you mean 'dscp'"),
+    Case("typo-layouts", put(f"{LU}.layouts", {"checkpoint": []}), f"{LU}.layouts.checkpoint", "'checkpoints'"),
+    Case(
+        "typo-temp-limits",
+        put(f"{NODE}.gpu_temp_limits", {"max_operating": 85}),
+        f"{NODE}.gpu_temp_limits.max_operating",
+        "'max_operating_c'",
+    ),
+    Case("typo-bmc-cidr", rename(f"{NET}.bmc.cidr", "cdir"), f"{NET}.bmc.cdir", "'cidr'"),
+    Case("unknown-node-key", put(f"{NODE}.gpu_count", 8), f"{NODE}.gpu_count", "known keys"),
+    # --- values read nowhere or dropped: typed now
+    Case("psu-rating-negative", put(f"{NODE}.psu_rating_w", -3300), f"{NODE}.psu_rating_w", "above 0"),
+    Case("psu-count-word", put(f"{NODE}.psu_count", "six"), f"{NODE}.psu_count", "an integer"),
+    Case("psu-count-zero", put(f"{NODE}.psu_count", 0), f"{NODE}.psu_count", "from 1 to 64"),
+    Case("temp-limits-list", put(f"{NODE}.gpu_temp_limits", [85, 90]), f"{NODE}.gpu_temp_limits", "a mapping"),
+    Case("ntp-string", put(f"{NET}.ntp_servers", "pool.ntp.org"), f"{NET}.ntp_servers", "a list"),
+    Case("paths-list", put(f"{ST}.paths", ["/a"]), f"{ST}.paths", "a mapping"),
+    Case("lab-enabled-string", put("gpucluster_lab", {"enabled": "yes"}), "gpucluster_lab.enabled", "true or false"),
+    Case("allow-format-string", put(f"{LU}.allow_format", "true"), f"{LU}.allow_format", "true or false"),
+    Case("nics-mapping", put(f"{NODE}.nics", {"mlx5_0": {}}), f"{NODE}.nics", "a list"),
+    Case("cooling-number", put("gpucluster_facility.cooling", 5), "gpucluster_facility.cooling", "a string"),
+    Case(
+        "opt-out-string",
+        put(f"{NODE}.one_compute_nic_per_gpu", "no"),
+        f"{NODE}.one_compute_nic_per_gpu",
+        "true or false",
+    ),
+    # --- nonsense plans: cross-field checks
+    Case(
+        "gpu-pci-bus-twice",
+        put(f"{NODE}.gpus[1].pci_bus", "0000:1b:00.0"),
+        f"{NODE}.gpus[1].pci_bus",
+        "no other device of the node has (gpucluster_node.gpus[0]",
+    ),
+    Case("gpu-pci-bus-of-nic", put(f"{NODE}.gpus[0].pci_bus", "0000:1a:00.0"), f"{NODE}.nics[0].pci_bus", "gpus[0]"),
+    Case("nic-pci-bus-twice", put(f"{NODE}.nics[1].pci_bus", "0000:1A:00.0"), f"{NODE}.nics[1].pci_bus", "nics[0]"),
+    Case("two-gpus-one-nic", put(f"{NODE}.gpus[1].nic", "mlx5_0"), f"{NODE}.gpus[1].nic", "no other GPU uses (GPU 0"),
+    Case("seven-nics-eight-gpus", drop_compute_nic, f"{NODE}.nics", "exactly one compute NIC per GPU on tier3"),
+    Case("seven-nics-tier2", drop_compute_nic, f"{NODE}.nics", "8 for gpucluster_node.gpus_per_node 8, not 7", "tier2"),
+    Case(
+        "gpu-on-storage-nic", put(f"{NODE}.gpus[7].nic", "mlx5_8"), f"{NODE}.gpus[7].nic", "the name of a compute NIC"
+    ),
+    Case("gpu-without-nic", put(f"{NODE}.gpus[3].nic", DROP), f"{NODE}.gpus[3].nic", "one_compute_nic_per_gpu: false"),
+    Case("gpu-index-twice", put(f"{NODE}.gpus[1].index", 0), f"{NODE}.gpus", "indexes 0..7"),
+    # --- unclear errors made clear
+    Case("rate-400G", put(f"{FAB}.link_rate_gbps", "400G"), f"{FAB}.link_rate_gbps", "write 400, not '400G'"),
+    Case("write-fast", put(f"{ST}.rated_write_gbps", "fast"), f"{ST}.rated_write_gbps", "a number"),
+    Case("name-5000", put("gpucluster_cluster.name", LONG), "gpucluster_cluster.name", "1 to 63"),
+    Case("memory-quoted", put(f"{NODE}.memory_gib", "2048"), f"{NODE}.memory_gib", "write 2048 without quotes"),
+    Case("gpus-quoted", put(f"{NODE}.gpus_per_node", "8"), f"{NODE}.gpus_per_node", "an integer"),
+    Case("nic-rate-unit", put(f"{NODE}.nics[0].rate_gbps", "400Gb/s"), f"{NODE}.nics[0].rate_gbps", "not '400Gb/s'"),
+    Case("radix-words", put(f"{FAB}.switch_radix", "64 ports"), f"{FAB}.switch_radix", "write 64"),
+    Case(
+        "budget-kw",
+        put("gpucluster_facility.rack_power_budget_kw", "60kW"),
+        "gpucluster_facility.rack_power_budget_kw",
+        "not '60kW'",
+    ),
+    Case("domain-5000", put("gpucluster_cluster.domain", LONG), "gpucluster_cluster.domain", "at most 253"),
+    Case("netdev-5000", put(f"{NODE}.nics[0].netdev", LONG), f"{NODE}.nics[0].netdev", "1 to 15"),
+    Case("cores-fraction", put(f"{NODE}.cores_per_socket", 56.5), f"{NODE}.cores_per_socket", "an integer"),
+    Case("ntp-number", put(f"{NET}.ntp_servers", [123]), f"{NET}.ntp_servers[0]", "a string"),
+    # --- hosts in no known group
+    Case("host-ungrouped", add_host("stray01", None), "groups", "every host in at least one of the groups head"),
+    Case("host-unknown-group", add_host("gpu09", "gpus"), "groups", "head, storage, nfs_server"),
+    Case("host-ungrouped-tier1", add_host("extra", None), "groups", "a host in no known group", "tier1"),
+]
+
+
+def test_the_table_is_large_and_unique() -> None:
+    assert len(CASES) >= 80
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_inventory_stops_with_a_field_named_error(case: Case) -> None:
+    site, groups = load_inventory(case.tier)
+    inventory = (copy.deepcopy(site), copy.deepcopy(groups))
+    case.change(inventory)
+    with pytest.raises(PlanError) as caught:  # a TypeError or KeyError fails the test
+        cluster_plan(*inventory)
+    error = caught.value
+    assert error.field == case.field, str(error)
+    assert case.fragment in str(error), str(error)
+    assert len(str(error)) < 1500, "the message shows a cut value, not 5,000 characters"
+
+
+def test_opting_out_of_one_nic_per_gpu_plans_seven_nics() -> None:
+    site, groups = load_inventory("tier3")
+    drop_compute_nic((site, groups))
+    site["gpucluster_node"]["one_compute_nic_per_gpu"] = False
+    site["gpucluster_node"]["gpus"][7]["nic"] = "mlx5_6"  # GPUs 6 and 7 share a NIC: allowed once opted out
+    plan = cluster_plan(site, groups)
+    assert plan["fabric"]["rails"] == 7
+
+
+def test_a_tier4_of_two_nodes_plans_and_the_report_says_so() -> None:
+    site, groups = load_inventory("tier4")
+    keep = groups["compute"][:2]
+    groups = {k: [h for h in v if h in keep or not h.startswith("compute")] for k, v in groups.items()}
+    plan = cluster_plan(site, groups)
+    assert plan["cluster"]["compute_nodes"] == 2
+    tier_rows = next(s for s in plan["report"] if s["title"] == "Tier")["rows"]
+    assert ["reference tier", "tier4", "2 nodes / 16 GPUs, tier reference 8 / 64"] in tier_rows
+    assert any("2 compute nodes where the tier4 reference has 8" in w for w in plan["report_summary"]["warnings"])

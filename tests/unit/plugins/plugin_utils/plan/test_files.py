@@ -1,0 +1,101 @@
+"""The files manifest: which entry of the roles' file lists goes on which host.
+
+The lists themselves (roles/<role>/vars/files.yml against the roles' templates and tasks) are
+checked in tests/unit/repo/test_role_files.py.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from conftest import ROLE_FILES, cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import (
+    HOSTS,
+    conditions,
+    files_manifest,
+    role_file_entries,
+)
+
+
+def _entry(**fields: Any) -> dict[str, Any]:
+    return {"src": "x.j2", "dest": "/etc/x", "hosts": "all", "mode": "0644", **fields}
+
+
+@pytest.fixture(scope="module")
+def tier3() -> dict[str, Any]:
+    return cluster_plan(*load_inventory("tier3"))
+
+
+def test_the_roles_lists_are_valid(tier3: dict[str, Any]) -> None:
+    entries = role_file_entries(ROLE_FILES, conditions(tier3))
+    assert {f.role for f in entries} == set(ROLE_FILES)
+    assert {f.hosts for f in entries} <= set(HOSTS)
+
+
+def test_hosts_and_conditions_select_the_hosts(tier3: dict[str, Any]) -> None:
+    lists = {
+        "x": [
+            _entry(src="a.j2", hosts="lustre_server", **{"if": "lustre"}),
+            _entry(src="b.j2", hosts="slurm", **{"if": "nfs_kernel"}),
+            _entry(src="c.j2", hosts="slurm"),
+            _entry(src="d.j2", hosts="lustre_mds"),
+            _entry(src="e.j2", hosts="all", plan=False),
+        ]
+    }
+    got = {h: [f["src"] for f in files] for h, files in files_manifest(tier3, lists).items()}
+    assert got["mds01"] == ["a.j2", "d.j2"] and got["oss01"] == ["a.j2"]
+    assert got["head01"] == ["c.j2"] and got["compute01"] == ["c.j2"]
+    assert conditions(tier3)["lustre"] and not conditions(tier3)["nfs_kernel"]
+
+
+def test_a_per_unit_file_comes_once_per_interface_unit_after_the_others(tier3: dict[str, Any]) -> None:
+    lists = {"x": [_entry(src="n.j2", dest="/etc/units", each="network_unit", task="own"), _entry()]}
+    files = files_manifest(tier3, lists)["compute01"]
+    units = tier3["hosts"]["compute01"]["network_units"]
+    assert files[0] == {"role": "x", "src": "x.j2", "dest": "/etc/x"}
+    assert files[1:] == [{"role": "x", "src": "n.j2", "dest": f"/etc/units/{u['name']}", "unit": u} for u in units]
+
+
+def test_hosts_get_the_roles_files_in_role_order(tier3: dict[str, Any]) -> None:
+    roles = [f["role"] for f in tier3["files"]["head01"] if f["src"] != "network.j2"]
+    assert roles == sorted(roles) and {"common", "fabric", "head", "slurm"} <= set(roles)
+    assert tier3["files"]["head01"][-1]["src"] == "network.j2"
+
+
+def test_without_role_lists_every_host_has_none() -> None:
+    plan = assembly.cluster_plan(*load_inventory("tier1"))
+    assert plan["files"] == {h: [] for h in plan["hosts"]}
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"hosts": "gpus"}, "hosts"),
+        ({"if": "sometimes"}, "if"),
+        ({"owner": "slurm"}, "owner"),
+        ({"mode": 644}, "mode"),
+        ({"mode": "644"}, "mode"),
+        ({"dest": "etc/x"}, "dest"),
+        ({"notify": "Restart chrony"}, "notify"),
+        ({"task": "mine"}, "task"),
+        ({"mkdir": "yes"}, "mkdir"),
+        ({"each": "disk"}, "each"),
+        ({"each": "network_unit"}, "task"),
+    ],
+)
+def test_a_bad_entry_names_its_file_index_and_field(tier3: dict[str, Any], fields: dict[str, Any], field: str) -> None:
+    where = re.escape(f"roles/common/vars/files.yml common_files[1].{field}")
+    with pytest.raises(PlanError, match=where):
+        files_manifest(tier3, {"common": [_entry(src="ok.j2"), _entry(**fields)]})
+
+
+def test_a_template_listed_twice_or_a_list_that_is_not_one_is_an_error(tier3: dict[str, Any]) -> None:
+    with pytest.raises(PlanError, match="each template"):
+        files_manifest(tier3, {"common": [_entry(), _entry()]})
+    with pytest.raises(PlanError, match=re.escape("roles/common/vars/files.yml common_files")):
+        files_manifest(tier3, {"common": None})

@@ -1,0 +1,176 @@
+"""report.md for a newcomer: labelled pairs, formulas with their inputs, and a summary that opens it.
+
+The summary is data in the plan (``plan["report_summary"]``, report.report_summary), so these
+tests read it without Ansible; the template is rendered with plain Jinja2 for the order checks.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import jinja2
+import pytest
+from conftest import ROOT, TIERS, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_summary
+
+UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
+
+
+def _plan(tier: str, **facility: Any) -> dict[str, Any]:
+    site, groups = load_inventory(tier)
+    site = copy.deepcopy(site)
+    site["gpucluster_facility"].update(facility)
+    return cluster_plan(site, groups)
+
+
+def _capped() -> dict[str, Any]:
+    """tier3 (4 nodes of 10.2 kW) in one rack of 30 kW: the rack budget caps every GPU."""
+    return _plan("tier3", rack_power_budget_kw=30, racks=1)
+
+
+def _row(plan: dict[str, Any], section: str, setting: str) -> list[str]:
+    for s in plan["report"]:
+        if s["title"] == section:
+            for row in s["rows"]:
+                if row[0] == setting:
+                    return row
+    raise AssertionError(f"no row {setting!r} in section {section!r}")
+
+
+def _render(plan: dict[str, Any]) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(ROOT / "playbooks" / "templates")),
+        trim_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.md.j2").render(gpucluster_plan=plan)
+
+
+@pytest.mark.parametrize("variant", [*TIERS, "tier3-capped"])
+def test_no_row_shows_an_unlabelled_pair(variant: str) -> None:
+    plan = _capped() if variant == "tier3-capped" else _plan(variant)
+    for section in plan["report"]:
+        for row in section["rows"]:
+            assert len(row) == 3, row
+            assert not UNLABELED_PAIR.match(row[1]), (section["title"], row)
+
+
+def test_pairs_carry_labels_and_units() -> None:
+    plan = _plan("tier3")
+    assert _row(plan, "GPU clocks and power", "SM clock lock (MHz)")[1] == "min 1980 / max 1980 MHz"
+    assert _row(plan, "Storage sizing", "write (GB/s)")[1] == "floor 40 / rated 60 GB/s"
+    assert _row(plan, "Acceptance floors", "storage (GB/s)")[1] == "read 80 / write 40 GB/s"
+    assert _row(plan, "Tier", "storage read (GB/s)")[1] == "floor 80 / upper 160 GB/s"
+
+
+def test_dlc_thresholds_are_labelled() -> None:
+    plan = _plan("tier4")
+    assert plan["cooling"]["cooling"] == "dlc"
+    supply = _row(plan, "Direct liquid cooling (per rack)", "supply (C)")[1]
+    assert supply == f"warn {plan['cooling']['supply_warn_c']} / max {plan['cooling']['supply_max_c']} C"
+
+
+def test_idle_cost_row_shows_its_inputs() -> None:
+    """tiers.md correction: 64 GPUs x 24 h x $4 x 0.2 I/O wait = $1,229 a day (not $3,942)."""
+    row = _row(_plan("tier4"), "Storage sizing", "GPU idle cost per day (USD)")
+    assert row[1] == "1,228.8"
+    assert row[2] == "64 GPUs x 24 h x $4.00/GPU-h x 0.20 I/O wait"
+
+
+def test_formula_rows_show_their_inputs() -> None:
+    plan = _plan("tier3")
+    assert _row(plan, "Storage sizing", "checkpoint (TB)")[2] == "180 B params x 14 bytes"
+    assert _row(plan, "Storage sizing", "write needed (GB/s)")[2] == "2,520 GB / (0.10 x 30 min)"
+    assert _row(plan, "Power", "rack (kW)")[2].startswith("4 nodes x 10.2 kW; budget 60 kW")
+    assert _row(plan, "Power", "GPU load per node (kW)")[2] == "8 GPUs x 700 W"
+    assert _row(plan, "Parallelism", "model state (GB)")[2].startswith("180 B params x 16 bytes per parameter")
+
+
+def test_capped_site_opens_with_the_cap_warning() -> None:
+    plan = _capped()
+    summary = plan["report_summary"]
+    assert summary == report_summary(plan)
+    cap = [w for w in summary["warnings"] if w.startswith("Power cap applied by the rack budget")]
+    assert len(cap) == 1
+    assert f"{plan['gpu']['clocks']['power_limit_w']} W" in cap[0] and "rack_power_budget_kw" in cap[0]
+    assert summary["next_steps"][0].startswith("Resolve or accept the warnings")
+    # the rack row shows the applied kW and what the uncapped limit would draw
+    assert "at the uncapped limit" in _row(plan, "Power", "rack (kW)")[2]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_reference_tiers_carry_no_power_or_storage_warning(tier: str) -> None:
+    """The reference plans are clean: no cap, no storage shortfall, the reference node count.
+
+    The only warning they may carry is the model-fit one, exactly when the parallelism check fails
+    (16 bytes/param of model state for the workload's model; see test_parallelism.py).
+    """
+    plan = _plan(tier)
+    warnings = plan["report_summary"]["warnings"]
+    assert not any(w.startswith(("Power", "Storage")) or "compute nodes where" in w for w in warnings)
+    fit = [w for w in warnings if w.startswith("Model does not fit")]
+    assert len(fit) == (0 if plan["parallelism"]["fits"] else 1)
+    assert len(warnings) == len(fit)
+    steps = plan["report_summary"]["next_steps"]
+    assert any(f"`make lab TIER={tier}`" in s for s in steps)
+    assert any(f"`ansible-playbook site.yml -i inventories/{tier}`" in s for s in steps)
+    assert any("`make validate" in s for s in steps)
+
+
+def test_tier1_summary_has_no_warnings() -> None:
+    assert _plan("tier1")["report_summary"]["warnings"] == []
+
+
+def test_model_that_does_not_fit_is_a_warning_naming_the_tier_that_fits() -> None:
+    plan = _plan("tier2")
+    fit = [w for w in plan["report_summary"]["warnings"] if w.startswith("Model does not fit")]
+    assert len(fit) == 1 and "tier3" in fit[0] and "ZeRO" not in fit[0]
+
+
+def test_node_count_other_than_the_reference_is_a_warning() -> None:
+    site, groups = load_inventory("tier3")
+    groups = {name: [h for h in hosts if h != "compute04"] for name, hosts in groups.items()}
+    site = copy.deepcopy(site)
+    site["gpucluster_cluster"]["name"] = "mysite"
+    plan = cluster_plan(site, groups)
+    summary = plan["report_summary"]
+    assert any("3 compute nodes where the tier3 reference has 4" in w for w in summary["warnings"])
+    steps = " ".join(summary["next_steps"])
+    assert "-i <your inventory>" in steps and "not this inventory" in steps
+
+
+def test_storage_floor_not_met_is_a_warning() -> None:
+    site, groups = load_inventory("tier3")
+    site = copy.deepcopy(site)
+    site["gpucluster_storage"]["rated_write_gbps"] = 30  # below the tier3 floor of 40 GB/s
+    warnings = cluster_plan(site, groups)["report_summary"]["warnings"]
+    assert any(w.startswith("Storage floor not met") and "40 GB/s" in w for w in warnings)
+
+
+def test_report_md_opens_with_the_summary() -> None:
+    text = _render(_capped())
+    summary, tier = text.index("## Summary"), text.index("## Tier")
+    assert summary < tier
+    head = text[summary:tier]
+    assert head.index("**Warnings**") < head.index("**Next steps**")
+    assert "Power cap applied by the rack budget" in head
+    assert "1. Resolve or accept the warnings" in head
+    for title in ("## GPU clocks and power", "## Power", "## Storage sizing", "## Acceptance floors"):
+        assert title in text
+
+
+def test_storage_below_need_planned_anyway_is_a_warning() -> None:
+    """The override lets the plan through; the summary still says the checkpoints outrun the storage."""
+    site, groups = load_inventory("tier3")
+    site = copy.deepcopy(site)
+    site["gpucluster_workload"].update(model_params_b=671, allow_storage_below_need=True)
+    site["gpucluster_storage"]["rated_write_gbps"] = 40
+    plan = cluster_plan(site, groups)
+    assert plan["storage"]["check"] == []
+    warnings = plan["report_summary"]["warnings"]
+    assert any(w.startswith("Storage below need, planned anyway") and "40 GB/s" in w for w in warnings)
+    assert _row(plan, "Storage sizing", "storage keeps up")[1] == "no, planned anyway"

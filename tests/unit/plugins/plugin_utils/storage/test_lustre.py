@@ -1,0 +1,79 @@
+"""Lustre layouts and tunables (dossier 4: man page [L1], source [L2], guidance [L3][L4])."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre import (
+    lctl_set_param_commands,
+    lnet_config,
+    lustre_client_tunables,
+    lustre_layouts,
+)
+
+PATHS = {"checkpoints": "/l/ckpt", "datasets": "/l/data", "home": "/l/home"}
+
+
+def test_reference_layouts_for_8_osts() -> None:
+    lay = lustre_layouts(ost_count=8, paths=PATHS)
+    assert lay["checkpoints"]["setstripe_args"] == "-E 64M -c 1 -S 4M -E 4G -c 4 -S 4M -E -1 -c 8 -S 16M"
+    assert lay["home"]["setstripe_args"] == "-E 1M -L mdt -E -1 -c 1 -S 1M"  # Data-on-MDT [L1]
+    assert lay["datasets"]["components"][-1]["end"] == -1
+
+
+@given(osts=st.integers(1, 512))
+def test_stripes_within_osts_and_64k_multiples(osts: int) -> None:
+    """[L1]: stripe size must be a multiple of 64 KiB; counts never above the OST count."""
+    for layout in lustre_layouts(ost_count=osts, paths=PATHS).values():
+        for comp in layout["components"]:
+            assert comp["stripe_size"] % 65536 == 0
+            assert comp["stripe_count"] <= osts
+
+
+def test_override_above_ost_count_names_the_field() -> None:
+    bad = {"checkpoints": [{"end": 1048576, "stripe_count": 1}, {"end": -1, "stripe_count": 9}]}
+    with pytest.raises(PlanError, match=r"gpucluster_storage\.lustre\.layouts\.checkpoints\[1\]\.stripe_count"):
+        lustre_layouts(ost_count=8, paths=PATHS, overrides=bad)
+
+
+def test_override_stripe_size_not_64k_multiple() -> None:
+    bad = {"datasets": [{"end": -1, "stripe_count": 2, "stripe_size": 100000}]}
+    with pytest.raises(PlanError, match=r"datasets\[0\]\.stripe_size.*64 KiB"):
+        lustre_layouts(ost_count=8, paths=PATHS, overrides=bad)
+
+
+def test_valid_override_and_all_osts() -> None:
+    ok = {"datasets": [{"end": -1, "stripe_count": -1, "stripe_size": 4194304}]}
+    assert lustre_layouts(ost_count=8, paths=PATHS, overrides=ok)["datasets"]["setstripe_args"] == "-E -1 -c -1 -S 4M"
+
+
+@pytest.mark.parametrize("ram", [1, 4, 16, 64, 512, 2048, 4096])
+def test_client_tunables_within_source_bounds(ram: int) -> None:
+    """[L2]: max_dirty_mb < 2048 and <= RAM/4; read-ahead <= RAM/2; per-file <= total; RPCs <= 256."""
+    t = lustre_client_tunables(client_ram_gib=ram)
+    ram_mb = ram * 1024
+    assert t["osc.*.max_dirty_mb"] < 2048 and t["osc.*.max_dirty_mb"] <= ram_mb / 4
+    assert t["llite.*.max_read_ahead_mb"] <= ram_mb / 2
+    assert t["llite.*.max_read_ahead_per_file_mb"] <= t["llite.*.max_read_ahead_mb"]
+    assert 1 <= t["osc.*.max_rpcs_in_flight"] <= 256
+    assert "osc.*.max_pages_per_rpc" not in t  # 1024 pages = 4 MiB is already the default (tiers.md)
+
+
+def test_set_param_commands_are_permanent_and_scoped() -> None:
+    cmds = lctl_set_param_commands({"osc.*.max_rpcs_in_flight": 32, "llite.*.max_read_ahead_mb": 1024}, "aifs")
+    assert cmds == [
+        "lctl set_param -P osc.aifs-OST*.max_rpcs_in_flight=32",
+        "lctl set_param -P llite.aifs-*.max_read_ahead_mb=1024",
+    ]
+
+
+def test_lnet() -> None:
+    """dossier 4.6: options lnet networks="o2ib0(ib0,...)"."""
+    cfg = lnet_config(interfaces=["ibp41s0f0", "ibp170s0f0"])
+    assert cfg["modprobe"] == 'options lnet networks="o2ib0(ibp41s0f0,ibp170s0f0)"'
+    assert "net type: o2ib0" in cfg["lnet_conf_yaml"]
+    with pytest.raises(PlanError, match=r"lnet_net"):
+        lnet_config(interfaces=["ib0"], net="ethernet")

@@ -1,0 +1,101 @@
+"""Each role's file list (roles/<role>/vars/files.yml) against the role itself.
+
+The list is the one place that names the files a role installs: the role's tasks write them
+(tasks/configure.yml, one loop; entries marked ``task: own`` by a task of their own) and the
+plan renders them per host (make plan). Adding a template means adding its entry: these tests
+fail when a template is not listed, a listed template is missing, an own-task entry has no
+task (or a looped one has a second writer), or a notified handler does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import COLLECTION_ROOT, FilterModule, role_files
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
+
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").is_file())
+
+
+def _tasks(items: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for task in items or []:
+        out.append(task)
+        out += _tasks(task.get("block")) + _tasks(task.get("rescue")) + _tasks(task.get("always"))
+    return out
+
+
+def _role_tasks(role: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+        found += _tasks(yaml.safe_load(path.read_text()))
+    return found
+
+
+def _templates(role: str) -> list[dict[str, Any]]:
+    return [t["ansible.builtin.template"] for t in _role_tasks(role) if "ansible.builtin.template" in t]
+
+
+def test_every_role_has_a_list_and_the_filter_reads_them_all() -> None:
+    assert list(ROLE_FILES) == ROLES  # by name: the order of each host's files in the plan
+    assert role_files() == role_files(COLLECTION_ROOT) == ROLE_FILES
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_template_is_listed_once_and_every_listed_template_exists(role: str) -> None:
+    listed = [f["src"] for f in ROLE_FILES[role]]
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == {p.name for p in (ROOT / "roles" / role / "templates").iterdir()}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_own_files_have_their_task_and_looped_files_no_other_writer(role: str) -> None:
+    literal = {(t["src"], t["dest"]) for t in _templates(role) if "{{" not in f"{t['src']}{t['dest']}"}
+    for f in ROLE_FILES[role]:
+        if f.get("each"):  # one file per interface unit: its own task's dest is templated
+            assert f.get("task") == "own", f
+            assert any(t["src"] == f["src"] for t in _templates(role)), f
+            continue
+        assert ((f["src"], f["dest"]) in literal) == (f.get("task") == "own"), f
+    assert {src for src, _ in literal} <= {f["src"] for f in ROLE_FILES[role]}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_role_writes_its_list_with_one_loop(role: str) -> None:
+    main = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+    assert {"name": "The role's files (vars/files.yml)", "ansible.builtin.import_tasks": "configure.yml"} in main
+    looped = [t for t in _templates(role) if t["src"] == "{{ item.src }}"]
+    assert len(looped) == 1 and looped[0]["dest"] == "{{ item.dest }}"
+    configure = (ROOT / "roles" / role / "tasks" / "configure.yml").read_text()
+    assert f"selectattr('role', 'equalto', '{role}')" in configure  # the plan's entries of this role only
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_notified_handlers_exist(role: str) -> None:
+    handlers = {h["name"] for h in yaml.safe_load((ROOT / "roles" / role / "handlers" / "main.yml").read_text())}
+    for f in ROLE_FILES[role]:
+        assert set(f.get("notify", [])) <= handlers, f
+
+
+def test_the_nccl_topology_file_goes_where_nccl_conf_points() -> None:
+    entry = next(f for f in ROLE_FILES["compute"] if f["src"] == "nccl-topo.xml.j2")
+    assert entry["dest"] == NCCL_TOPO_FILE
+
+
+def test_files_kept_out_of_the_plan_are_on_no_host() -> None:
+    unplanned = {f["src"] for files in ROLE_FILES.values() for f in files if f.get("plan") is False}
+    assert "slurmdbd.conf.j2" in unplanned  # its database password never enters the plan
+    for tier in ("tier1", "tier3"):
+        plan = cluster_plan(*load_inventory(tier))
+        assert not {f["src"] for files in plan["files"].values() for f in files} & unplanned
+
+
+def test_the_filters_plan_has_the_roles_files() -> None:
+    site, groups = load_inventory("tier2")
+    plan = FilterModule().filters()["cluster_plan"](site, groups)
+    assert plan["files"] == cluster_plan(site, groups)["files"]
+    assert all(plan["files"].values())

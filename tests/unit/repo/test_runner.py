@@ -1,0 +1,296 @@
+"""CI through ansible-runner: the private data dir, the Python API example, the make
+target's syntax and sliced runs (tools/ci/run_slices.py: slices, command lines, plan hash,
+summaries from recorded job events). The plan only (tier1, no host is contacted), so it
+stays fast."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import json
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import ROOT, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "ci" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tier1_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    base = tmp_path_factory.mktemp("runner")
+    run_plan = _load("run_plan")
+    result = run_plan.run_plan(ROOT / "inventories" / "tier1", base / "pdd", plan_root=base / "plan", ident="plan-test")
+    return result, base / "pdd", base / "plan"
+
+
+def test_plan_through_ansible_runner_succeeds(tier1_run: tuple[dict, Path, Path]) -> None:
+    result, _, _ = tier1_run
+    assert result["status"] == "successful"
+    assert result["rc"] == 0
+    assert not result["stats"]["failures"] and not result["stats"]["dark"]
+    assert result["stats"]["ok"]["localhost"] > 0
+
+
+def test_the_plan_task_is_a_job_event(tier1_run: tuple[dict, Path, Path]) -> None:
+    result, pdd, _ = tier1_run
+    run_plan = sys.modules["run_plan"]
+    ok = [t for t in result["tasks"] if t["event"] == "runner_on_ok"]
+    assert {"task": run_plan.PLAN_TASK, "host": "localhost"}.items() <= next(
+        t for t in ok if t["task"] == run_plan.PLAN_TASK
+    ).items()
+    # the same event is in the artifacts, as a file per event
+    events = [json.loads(p.read_text()) for p in (pdd / "artifacts" / "plan-test" / "job_events").glob("*.json")]
+    assert any(e["event"] == "runner_on_ok" and e["event_data"]["task"] == run_plan.PLAN_TASK for e in events)
+    assert any(e["event"] == "playbook_on_stats" for e in events)
+
+
+def test_plan_and_pictures_are_written(tier1_run: tuple[dict, Path, Path]) -> None:
+    result, _, plan_root = tier1_run
+    out = plan_root / "tier1"
+    assert result["plan_json"] == str(out / "plan.json")
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["cluster"]["name"] == "tier1"
+    for name in ("report.md", "report.html", "fabric.dot", "power.svg"):
+        assert (out / name).is_file(), name
+    report = (out / "report.md").read_text()
+    assert "![Rack power and cooling](power.svg)" in report and "[report.html](report.html)" in report
+    assert ("![Fabric](fabric.svg)" in report) == (out / "fabric.svg").is_file() == bool(shutil.which("dot"))
+
+
+def test_artifacts_and_layout(tier1_run: tuple[dict, Path, Path]) -> None:
+    result, pdd, _ = tier1_run
+    art = pdd / "artifacts" / "plan-test"
+    assert result["artifact_dir"] == str(art)
+    assert (art / "status").read_text().strip() == "successful"
+    assert (art / "rc").read_text().strip() == "0"
+    assert "PLAY RECAP" in (art / "stdout").read_text()
+    assert (pdd / "project").resolve() == ROOT
+    assert (pdd / "inventory" / "hosts.yml").read_text() == (ROOT / "inventories/tier1/hosts.yml").read_text()
+    envvars = (pdd / "env" / "envvars").read_text()
+    assert f"ANSIBLE_CONFIG: {ROOT / 'ansible.cfg'}" in envvars
+    summary = _load("runner_dir").stats(art)
+    assert summary["status"] == "successful" and summary["rc"] == 0 and summary["failed_tasks"] == []
+    assert summary["stats"]["changed"]["localhost"] > 0
+
+
+def test_prepare_keeps_artifacts_and_adds_the_lab_sources(tmp_path: Path) -> None:
+    runner_dir = _load("runner_dir")
+    fake_root = tmp_path / "repo"
+    for sub in ("inventories/tier2", "lab/overlay", "tools/ci/runner"):
+        (fake_root / sub).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(ROOT / sub, fake_root / sub)
+    (fake_root / "ansible.cfg").write_text("[defaults]\n")
+    pdd = tmp_path / "pdd"
+    (pdd / "artifacts" / "old").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="make lab-up TIER=tier2"):
+        runner_dir.prepare("inventories/tier2", pdd, lab="tier2", root=fake_root)
+    (fake_root / ".lab" / "tier2").mkdir(parents=True)
+    (fake_root / ".lab" / "tier2" / "inventory.yml").write_text("all:\n  hosts: {}\n")
+    runner_dir.prepare("inventories/tier2", pdd, lab="tier2", root=fake_root)
+    assert (pdd / "artifacts" / "old").is_dir()
+    assert (pdd / "inventory" / "zz-lab-overlay.yml").read_text() == (ROOT / "lab/overlay/lab.yml").read_text()
+    assert (pdd / "inventory" / "zz-lab-connection.yml").is_file()
+    assert (pdd / "project").resolve() == fake_root.resolve()
+    runner_dir.prepare("inventories/tier2", pdd, root=fake_root)  # again, without the lab
+    assert not (pdd / "inventory" / "zz-lab-overlay.yml").exists()
+
+
+def test_make_runner_and_pipeline_parse() -> None:
+    run = subprocess.run(
+        ["make", "-n", "-f", "Makefile", "-f", "mk/ci.mk", "runner", "TIER=tier2", "PLAYBOOK=site", "LAB=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    prepare = "tools/ci/runner_dir.py prepare --inventory inventories/tier2 --dest build/runner/tier2 --lab tier2"
+    assert prepare in run.stdout
+    assert "ansible-runner run build/runner/tier2 -p playbooks/site.yml --ident site-" in run.stdout
+    pipeline = ["bash", "-n", "tools/ci/pipeline.sh"]
+    bash = subprocess.run(pipeline, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bash.returncode == 0, bash.stderr
+
+
+# --- sliced runs (tools/ci/run_slices.py): slicing, command lines, plan hash, summaries ---------
+
+DATA = ROOT / "tests" / "data" / "runner"
+#: ok per host in the recap of tests/data/runner/site-slice1 (a recorded compute slice)
+RECORDED_OK = {"compute01": 48, "compute03": 46, "compute05": 46, "compute07": 46, "localhost": 3}
+
+
+@pytest.fixture(scope="module")
+def slices() -> ModuleType:
+    _load("runner_dir")
+    return _load("run_slices")
+
+
+def test_slices_are_deterministic_balanced_and_cover_every_host(slices: ModuleType) -> None:
+    hosts = [f"gpu{i}" for i in range(1, 104)]  # 103 hosts: not a multiple of any count below
+    for count in (1, 2, 3, 7, 16):
+        shares = slices.slice_hosts(hosts, count)
+        assert len(shares) == count
+        assert sorted(h for s in shares for h in s) == sorted(hosts)  # every host once
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        shuffled = list(reversed(hosts))
+        random.Random(count).shuffle(shuffled)
+        assert slices.slice_hosts(shuffled + hosts[:5], count) == shares  # order and duplicates do not matter
+    # natural order, round robin: gpu2 before gpu10
+    assert slices.slice_hosts(["gpu10", "gpu2", "gpu1", "gpu3"], 2) == [["gpu1", "gpu3"], ["gpu2", "gpu10"]]
+    assert slices.slice_hosts(["a1", "a2"], 5) == [["a1"], ["a2"]]  # never an empty slice
+    assert slices.slice_hosts([], 3) == []
+    with pytest.raises(ValueError, match="slices must be 1 or more"):
+        slices.slice_hosts(["a1"], 0)
+
+
+def test_slice0_holds_every_non_compute_host_and_the_compute_slices_only_compute(slices: ModuleType) -> None:
+    _, groups = load_inventory("tier4")
+    plan = slices.plan_slices("site-x", groups, 3)
+    assert [s.ident for s in plan] == ["site-x-slice0", "site-x-slice1", "site-x-slice2", "site-x-slice3"]
+    assert plan[0].hosts == ("head01", "mds01", "oss01", "oss02")
+    compute = [h for s in plan[1:] for h in s.hosts]
+    assert sorted(compute) == sorted(groups["compute"]) and len(compute) == len(set(compute)) == 8
+    assert [len(s.hosts) for s in plan[1:]] == [3, 3, 2]
+    assert all(s.limit_hosts[0] == "localhost" for s in plan)  # the plan play runs in every slice
+
+
+def test_inventory_groups_flattens_children(slices: ModuleType) -> None:
+    groups = slices.inventory_groups(
+        ROOT / "inventories" / "tier4", str(Path(sys.executable).parent / "ansible-inventory")
+    )
+    assert groups["storage"] == ["mds01", "oss01", "oss02"]
+    assert len(groups["compute"]) == 8 and len(groups["all"]) == 12
+    assert slices.plan_slices("i", groups, 2)[0].hosts == ("head01", "mds01", "oss01", "oss02")
+
+
+def test_each_slice_command_carries_its_limit_the_plan_file_and_hash(slices: ModuleType, tmp_path: Path) -> None:
+    _, groups = load_inventory("tier4")
+    extravars = {"gpucluster_plan_file": "/x/plan dir/plan.json", "gpucluster_plan_sha256_expected": "ab" * 32}
+    commands = []
+    for s in slices.plan_slices("site-1", groups, 2):
+        limit = slices.limit_argument(s.limit_hosts, tmp_path / f"{s.ident}.limit")
+        cmd = slices.runner_command(
+            "ansible-runner", Path("/pdd"), "site", s.ident, extravars=extravars, limit=limit, extra_args=["-v"]
+        )
+        assert cmd[:7] == ["ansible-runner", "run", "/pdd", "-p", "playbooks/site.yml", "--ident", s.ident]
+        assert cmd[cmd.index("--limit") + 1] == ",".join(["localhost", *s.hosts])
+        # ansible-runner splits --cmdline with shlex: one -e with the JSON, spaces kept
+        e = shlex.split(cmd[cmd.index("--cmdline") + 1])
+        assert e[0] == "-e" and json.loads(e[1]) == extravars
+        assert cmd[-1] == "-v"
+        commands.append(cmd)
+    assert commands[1][commands[1].index("--limit") + 1] == "localhost,compute01,compute03,compute05,compute07"
+    # the same extra vars in every slice: one plan, one hash
+    assert len({c[c.index("--cmdline") + 1] for c in commands}) == 1
+
+
+def test_a_long_limit_goes_to_a_file(slices: ModuleType, tmp_path: Path) -> None:
+    hosts = ["localhost", *(f"compute{i:05d}" for i in range(20000))]
+    limit = slices.limit_argument(hosts, tmp_path / "s.limit")
+    assert limit == f"@{tmp_path / 's.limit'}"
+    assert (tmp_path / "s.limit").read_text().split() == hosts
+    assert slices.limit_argument(hosts[:3], tmp_path / "t.limit") == "localhost,compute00000,compute00001"
+
+
+def test_the_plan_hash_is_the_same_for_every_computation_of_one_inventory(slices: ModuleType) -> None:
+    site, groups = load_inventory("tier4")
+    first = slices.plan_sha256(cluster_plan(copy.deepcopy(site), groups))
+    assert first == slices.plan_sha256(cluster_plan(copy.deepcopy(site), groups))
+    # groups in another order, hosts shuffled in each group: the plan and its hash stay
+    rng = random.Random(14)
+    names = list(groups)
+    rng.shuffle(names)
+    shuffled = {g: rng.sample(groups[g], len(groups[g])) for g in names}
+    plan = cluster_plan(copy.deepcopy(site), shuffled)
+    assert slices.plan_sha256(plan) == first
+    # the hash of plan.json as written (to_nice_json) and read back by each slice
+    assert slices.plan_sha256(json.loads(json.dumps(plan, indent=2))) == first
+    assert re.fullmatch(r"[0-9a-f]{64}", first)
+    gone = groups["compute"][-1]  # out of every group, "all" too: a host in no group is an error
+    fewer = {g: [h for h in hosts if h != gone] for g, hosts in groups.items()}
+    assert slices.plan_sha256(cluster_plan(copy.deepcopy(site), fewer)) != first
+
+
+def test_the_script_hashes_as_the_plan_play(slices: ModuleType) -> None:
+    """run_slices' copy of the canonical form = the engine's (the plan play's gpucluster_plan_sha256)."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
+
+    assert slices.plan_sha256 is host_plan.plan_sha256  # the script uses the engine's helper
+    site, groups = load_inventory("tier4")
+    plan = cluster_plan(copy.deepcopy(site), groups)
+    odd = {"ΔT °C": ("a", 1), 2: {"b": None, "a": 1.5}}  # non-ASCII text, a tuple, a non-string key
+    for value in (plan, odd):
+        assert slices.local_plan_sha256(value) == host_plan.plan_sha256(value)
+
+
+def test_plan_hash_checked_against_plan_sha256(slices: ModuleType, tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({"b": [1, 2.5], "a": {"z": None}}, indent=2))
+    digest = slices.read_plan_hash(plan_file)
+    assert digest == hashlib.sha256(b'{"a":{"z":null},"b":[1,2.5]}').hexdigest()
+    (tmp_path / "plan.sha256").write_text(f"{digest}  plan.json\n")
+    assert slices.read_plan_hash(plan_file) == digest
+    (tmp_path / "plan.sha256").write_text("0" * 64 + "\n")
+    with pytest.raises(SystemExit, match="hashes to " + digest):
+        slices.read_plan_hash(plan_file)
+
+
+def test_summaries_from_recorded_job_events(slices: ModuleType) -> None:
+    ok = slices.summarise("slice1", DATA / "site-slice1", 4)
+    assert (ok.status, ok.rc, ok.hosts, ok.changed, ok.failed, ok.unreachable) == ("successful", 0, 4, 0, 0, 0)
+    assert ok.ok == sum(RECORDED_OK.values())
+    assert ok.failed_tasks == []  # an ignored failure is not a failed task
+    assert "slice1" in ok.line() and "changed=0" in ok.line() and "rc=0" in ok.line()
+    bad = slices.summarise("slice2", DATA / "site-slice2", 4)
+    assert (bad.status, bad.rc, bad.changed, bad.failed) == ("failed", 2, 1, 1)
+    assert bad.failed_tasks == [{"host": "compute02", "task": "Start slurmd"}]
+    missing = slices.summarise("slice3", DATA / "site-slice3", 4)
+    assert (missing.status, missing.rc) == ("not run", None)
+    assert slices.exit_code([ok]) == 0
+    assert slices.exit_code([ok, bad, missing]) == 2
+    assert slices.exit_code([ok, missing]) == 1
+    assert slices.exit_code([ok, bad], expect_unchanged=True) == 2
+
+
+def test_make_runner_slices_parses() -> None:
+    run = subprocess.run(
+        [
+            "make",
+            "-n",
+            "-f",
+            "Makefile",
+            "-f",
+            "mk/ci.mk",
+            "runner",
+            "TIER=tier4",
+            "PLAYBOOK=site",
+            "SLICES=2",
+            "LAB=1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    out = " ".join(run.stdout.replace("\\\n", " ").split())
+    assert "tools/ci/run_slices.py --inventory inventories/tier4 --dest build/runner/tier4 --playbook site" in out
+    assert "--slices 2 --ident site-" in out and "--lab tier4" in out
+    assert "ansible-runner run" not in out  # the script runs ansible-runner, once per slice

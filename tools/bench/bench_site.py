@@ -1,0 +1,220 @@
+"""make bench-site: the controller-side stage of site.yml for generated sites of 64..4096 compute nodes.
+
+For each size, tier4's inventory grown to N compute nodes (tools/bench/bench_plan.py's generator)
+is WRITTEN as a real inventory (hosts.yml + group_vars/all/*.yml) in a temporary folder, and two
+playbooks run against it with ansible-playbook, contacting no host (connection local):
+
+- ``plan``: site.yml's first play (playbooks/tasks/plan.yml on localhost);
+- ``hand-over``: the same, then one play over every host that reads the host's ``gpucluster_plan``
+  exactly as site.yml defines it (the play variable is copied from playbooks/site.yml) and records
+  the JSON bytes unique to the host (host_plan.view_sizes: the view without the shared tables),
+  then localhost sizes the shared tables once.
+
+Wall time, CPU time (user + system of ansible-playbook and its forks: steadier than wall time on a
+busy machine) and peak RSS (the largest of them), from a fresh process's RUSAGE_CHILDREN, per run.
+``--before N,..`` also runs the old hand-over (git HEAD's playbooks/tasks/plan.yml: set_fact of the
+whole plan delegated to every host) on a ``git archive`` of HEAD, where the per-host size is the
+whole plan's JSON.
+A benchmark, not a test: figures go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
+from bench_plan import generated_site  # noqa: E402
+
+SIZES = (64, 256, 1024, 4096)
+# the goals of issue 14 (benchmarks, not timed tests)
+GOAL_PLAN_S, GOAL_PLAN_RSS_MIB, GOAL_SIZE_SPREAD = 30.0, 1024.0, 0.10
+
+
+def write_inventory(nodes: int, dest: Path) -> None:
+    """hosts.yml and group_vars/all/<section>.yml, laid out like inventories/tier4."""
+    site, groups = generated_site(nodes)
+    gv = dest / "group_vars" / "all"
+    gv.mkdir(parents=True, exist_ok=True)
+    for key, value in site.items():
+        (gv / f"{key.removeprefix('gpucluster_')}.yml").write_text(yaml.safe_dump({key: value}, sort_keys=False))
+
+    def hosts(names: list[str]) -> dict[str, Any]:
+        return {"hosts": dict.fromkeys(names)}
+
+    tree = {
+        "all": {
+            "children": {
+                "head": hosts(groups["head"]),
+                "storage": {
+                    "children": {"lustre_mds": hosts(groups["lustre_mds"]), "lustre_oss": hosts(groups["lustre_oss"])}
+                },
+                "compute": hosts(groups["compute"]),
+            }
+        }
+    }
+    (dest / "hosts.yml").write_text(yaml.safe_dump(tree, sort_keys=False))
+
+
+def site_view_var() -> str:
+    """The play variable gpucluster_plan exactly as playbooks/site.yml sets it."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
+    return next(p["vars"]["gpucluster_plan"] for p in plays if "gpucluster_plan" in p.get("vars", {}))
+
+
+def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
+    """(plan-stage playbook, hand-over playbook) in ``dest``, using ``tree``'s tasks/plan.yml."""
+    plan_play = {
+        "name": "Plan the cluster on the controller",
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "tasks": [{"name": "Compute the plan", "ansible.builtin.import_tasks": str(tree / "playbooks/tasks/plan.yml")}],
+    }
+    views: dict[str, Any] = {
+        "name": "Every host reads its gpucluster_plan",
+        "hosts": "all",
+        "connection": "local",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Record the bytes of the host's own part",
+                "ansible.builtin.set_fact": {
+                    "bench_bytes": "{{ gpucluster_plan | bench_json_size }}"
+                    if before
+                    else "{{ gpucluster_plan | bench_view_sizes }}"
+                },
+            }
+        ],
+    }
+    if not before:
+        views["vars"] = {"gpucluster_plan": site_view_var()}
+    summary = {
+        "name": "Write the sizes",
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Per host bytes and the shared tables",
+                "ansible.builtin.copy": {
+                    "dest": str(dest / "sizes.json"),
+                    "mode": "0644",
+                    "content": "{{ {'hosts': dict(groups['all'] | zip(groups['all'] | map('extract', hostvars, "
+                    "'bench_bytes'))), 'shared': ({} if "
+                    + ("true" if before else "false")
+                    + " else gpucluster_plan | bench_shared_sizes)} | to_json }}",
+                },
+            }
+        ],
+    }
+    shutil.copytree(ROOT / "tools" / "bench" / "filter_plugins", dest / "filter_plugins", dirs_exist_ok=True)
+    first, second = dest / "plan_stage.yml", dest / "handover.yml"
+    first.write_text(yaml.safe_dump([plan_play], sort_keys=False))
+    second.write_text(yaml.safe_dump([plan_play, views, summary], sort_keys=False))
+    return first, second
+
+
+def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
+    """Run ``cmd`` from a fresh process: wall and CPU seconds, peak RSS (MiB) of it and its children, rc."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", str(log), "--", *cmd], env=env, capture_output=True, text=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _measure(log: str, cmd: list[str]) -> int:
+    start = time.perf_counter()
+    with open(log, "w") as handle:
+        rc = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT).returncode
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # ru_maxrss in KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime  # less sensitive than wall time to a busy machine
+    print(
+        json.dumps({"seconds": time.perf_counter() - start, "cpu_s": cpu, "rss_mib": usage.ru_maxrss / 1024, "rc": rc})
+    )
+    return 0
+
+
+def bench(nodes: int, tree: Path, work: Path, *, before: bool) -> dict[str, Any]:
+    inv = work / "inventory"
+    write_inventory(nodes, inv)
+    plan_pb, handover_pb = playbooks(tree, work, before=before)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(tree / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    row: dict[str, Any] = {"nodes": nodes, "mode": "before" if before else "after"}
+    for stage, pb in (("plan", plan_pb), ("handover", handover_pb)):
+        got = measured([playbook, "-i", str(inv), str(pb)], env, work / f"{stage}.log")
+        if got["rc"] != 0:
+            raise SystemExit(f"{stage} failed for {nodes} nodes; see {work / (stage + '.log')}")
+        row[stage] = got
+    sizes = json.loads((work / "sizes.json").read_text())
+    compute = [v for h, v in sizes["hosts"].items() if h.startswith("compute")]
+    row["compute_bytes"] = [min(compute), max(compute)]
+    row["head_bytes"] = sizes["hosts"]["head01"]
+    row["shared"] = sizes["shared"]
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--before", default="64,256", help="sizes to run with git HEAD's hand-over ('' for none)")
+    parser.add_argument("--json", default=str(ROOT / "build" / "bench" / "site.json"))
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-site-") as tmp:
+        old = Path(tmp) / "head"
+        for n in [int(s) for s in args.before.split(",") if s]:
+            if not old.exists():
+                old.mkdir()
+                archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+                subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+            rows.append(bench(n, old, Path(tmp) / f"before{n}", before=True))
+            _print(rows[-1])
+        for n in [int(s) for s in args.sizes.split(",") if s]:
+            rows.append(bench(n, ROOT, Path(tmp) / f"after{n}", before=False))
+            _print(rows[-1])
+    after = [r for r in rows if r["mode"] == "after"]
+    if after:
+        small, large = after[0], after[-1]
+        spread = max(large["compute_bytes"]) / min(small["compute_bytes"]) - 1
+        print(
+            f"goals: plan stage at {large['nodes']} nodes {large['plan']['seconds']:.1f} s (< {GOAL_PLAN_S:.0f}), "
+            f"{large['plan']['rss_mib']:.0f} MiB (< {GOAL_PLAN_RSS_MIB:.0f}); compute view {small['nodes']} -> "
+            f"{large['nodes']} nodes {spread:+.1%} (within {GOAL_SIZE_SPREAD:.0%})"
+        )
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"written {args.json}")
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    shared = sum(r["shared"].values()) if r["shared"] else 0
+    print(
+        f"{r['mode']:>6} {r['nodes']:>5} nodes | plan {r['plan']['seconds']:6.1f} s (cpu {r['plan']['cpu_s']:6.1f} s)"
+        f" {r['plan']['rss_mib']:6.0f} MiB | hand-over {r['handover']['seconds']:6.1f} s"
+        f" (cpu {r['handover']['cpu_s']:6.1f} s) {r['handover']['rss_mib']:6.0f} MiB"
+        f" | compute host {r['compute_bytes'][0]:>9,}-{r['compute_bytes'][1]:>9,} B, head {r['head_bytes']:>10,} B"
+        f" | shared tables {shared:>10,} B",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--measure":
+        raise SystemExit(_measure(sys.argv[2], sys.argv[sys.argv.index("--") + 1 :]))
+    raise SystemExit(main())

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Generate docs/settings.md, the reference of every computed setting, from the engine.
+
+    python tools/docs/gen_settings.py --output docs/settings.md     # make docs
+    python tools/docs/gen_settings.py --check docs/settings.md      # exit 1 when it is stale
+
+Everything in the page comes from the code, so it cannot drift from it
+(tests/unit/repo/test_docs.py compares the committed page with this output):
+
+- which engine functions compute each part of plan.json: read from the source of
+  ``cluster_plan`` (plugins/plugin_utils/plan/assembly.py) with ``ast``, following its helpers;
+- every setting of the plan report with how it is reached (formula and inputs) and its
+  value in the four reference tiers: ``cluster_plan`` run on inventories/tier1..tier4,
+  ``plan["report"]`` (plugins/plugin_utils/report/report.py);
+- the sources behind the numbers: each engine module's docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "collections"))
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+
+from conftest import load_inventory  # noqa: E402  (the reference inventories, as the tests read them)
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
+
+PLUGINS = "ansible_collections.gpucluster.tiers.plugins"
+PLAN_PY = ROOT / "plugins" / "plugin_utils" / "plan" / "assembly.py"
+TIERS = ("tier1", "tier2", "tier3", "tier4")
+#: modules that only read and check the inventory: every part of the plan goes through them
+INPUT_CHECKS = ("inventory", "site", "errors")
+#: engine module as plan.py names it -> its import path (filled by _engine_names)
+ENGINE_MODULES: dict[str, str] = {
+    "report": f"{PLUGINS}.plugin_utils.report.report",
+}
+
+
+# ---------------------------------------------------------------- plan.json provenance
+
+
+def _engine_names(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
+    """Engine modules imported by plan.py, and names imported from them (name -> module.name)."""
+    modules: set[str] = set()
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PLUGINS + ".")):
+            continue
+        if hasattr(importlib.import_module(node.module), "__path__"):  # from <package> import <module>
+            modules |= {a.asname or a.name for a in node.names}
+            ENGINE_MODULES.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+        else:  # from <package>.<module> import <name>
+            mod = node.module.rsplit(".", 1)[1]
+            ENGINE_MODULES[mod] = node.module
+            names.update({a.asname or a.name: f"{mod}.{a.name}" for a in node.names})
+    return modules, names
+
+
+def plan_provenance() -> dict[str, list[str]]:
+    """plan.json key -> the engine functions (module.function) that compute it."""
+    tree = ast.parse(PLAN_PY.read_text())
+    modules, imported = _engine_names(tree)
+    helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    main = helpers["cluster_plan"]
+    local_values: dict[str, ast.AST] = {}
+    for stmt in main.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and stmt.value is not None:
+                    local_values[t.id] = stmt.value
+
+    def engine_call(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in modules
+        )
+
+    def calls(node: ast.AST, seen: frozenset[str], top: bool = False) -> list[str]:
+        """Engine calls in ``node`` and in the plan.py helpers it calls. At the top (a plan key's
+        own expression) a local variable set by a direct engine call counts too
+        (``addresses`` -> netplan.address_plan); other locals are inputs, not followed."""
+        found: list[str] = []
+        for n in ast.walk(node):
+            if top and isinstance(n, ast.Name) and n.id in local_values and engine_call(local_values[n.id]):
+                found += calls(local_values[n.id], seen)
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+                    found.append(f"{f.value.id}.{f.attr}")
+                elif isinstance(f, ast.Name) and f.id in imported:
+                    found.append(imported[f.id])
+                elif isinstance(f, ast.Name) and f.id in helpers and f.id not in seen and f.id != "cluster_plan":
+                    found += calls(helpers[f.id], seen | {f.id})
+        return [f for f in found if f.split(".")[0] not in INPUT_CHECKS]
+
+    out: dict[str, list[str]] = {}
+    plan_dict = next(
+        s.value
+        for s in main.body
+        if isinstance(s, ast.AnnAssign | ast.Assign) and isinstance(s.value, ast.Dict) and "plan" in ast.unparse(s)
+    )
+    for key, value in zip(plan_dict.keys, plan_dict.values, strict=True):
+        if isinstance(value, ast.Name) and value.id in local_values:  # "power": pw  ->  pw = _power(...)
+            value = local_values[value.id]
+        out[ast.literal_eval(key)] = calls(value, frozenset(), top=True)
+    for stmt in main.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+            node = stmt.targets[0]
+            while isinstance(node.value, ast.Subscript):
+                node = node.value
+            if isinstance(node.value, ast.Name) and node.value.id == "plan":
+                key = ast.literal_eval(node.slice)
+                out.setdefault(key, [])
+                out[key] += calls(stmt.value, frozenset(), top=True)
+    return {k: list(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def _first_line(qualified: str) -> str:
+    mod, _, func = qualified.partition(".")
+    obj = getattr(importlib.import_module(ENGINE_MODULES[mod]), func, None)
+    doc = inspect.getdoc(obj) if obj is not None else None
+    return (doc or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("\n", " ").replace("|", "\\|").replace("\\\\|", "\\|").strip()
+
+
+def generate() -> str:
+    plans = {tier: cluster_plan(*load_inventory(tier)) for tier in TIERS}
+    lines = [
+        "# Settings reference",
+        "",
+        "<!-- Generated by tools/docs/gen_settings.py (make docs) from the planning engine. Do not edit:",
+        "     tests/unit/repo/test_docs.py fails when this page and the engine disagree. -->",
+        "",
+        "Every setting the engine computes, how it is reached and its value in the four reference",
+        "tiers (`inventories/tier1..tier4`). `make plan` writes the same rows, for your inventory,",
+        "into `build/plan/<name>/report.md`; `plan.json` holds every value. The tiers and their",
+        "corrections: [tiers.md](tiers.md); the inventory fields: [inventory.md](inventory.md).",
+        "",
+        "## Where plan.json comes from",
+        "",
+        "Each top-level key of `plan.json` and the engine functions (`plugins/plugin_utils/<package>/<module>.py`)",
+        "that compute it, read from `cluster_plan`'s source.",
+        "",
+        "Every input first goes through `inventory.load_site` (presence, type and range of each",
+        "inventory field; a bad value names the field and stops the plan).",
+        "",
+        "| key | computed by |",
+        "|---|---|",
+    ]
+    provenance = plan_provenance()
+    for key in plans["tier4"]:
+        funcs = ", ".join(f"`{f}`" for f in provenance.get(key, []))
+        lines.append(f"| `{key}` | {funcs or 'assembled in `plan.cluster_plan` from the inventory'} |")
+    lines += ["", "The engine functions named above:", ""]
+    for func in sorted({f for funcs in provenance.values() for f in funcs}):
+        doc = _first_line(func)
+        lines.append(f"- `{func}`" + (f": {doc}" if doc else ""))
+    lines.append("")
+
+    # report sections in report order; one tier's own section goes after its predecessor there
+    titles: list[str] = []
+    for plan in plans.values():
+        previous = None
+        for s in plan["report"]:
+            if s["title"] not in titles:
+                titles.insert(titles.index(previous) + 1 if previous else 0, s["title"])
+            previous = s["title"]
+    header = "| setting | how | " + " | ".join(TIERS) + " |"
+    rule = "|---|---|" + "---|" * len(TIERS)
+    for title in titles:
+        sections = {t: next((s for s in p["report"] if s["title"] == title), None) for t, p in plans.items()}
+        present = [t for t, s in sections.items() if s]
+        lines += [f"## {title}", ""]
+        if len(present) < len(TIERS):
+            lines += [f"In {', '.join(present)} only.", ""]
+        settings: list[str] = []
+        for s in sections.values():
+            settings += [r[0] for r in s["rows"] if r[0] not in settings] if s else []
+        lines += [header, rule]
+        for name in settings:
+            rows = {t: next((r for r in s["rows"] if r[0] == name), None) if s else None for t, s in sections.items()}
+            hows = list(dict.fromkeys(r[2] for r in rows.values() if r and r[2]))
+            if len(hows) > 1:
+                how = "; ".join(f"{t}: {r[2]}" for t, r in rows.items() if r and r[2])
+            else:
+                how = hows[0] if hows else ""
+            values = [_cell(rows[t][1]) if rows[t] else "—" for t in TIERS]
+            lines.append(f"| {_cell(name)} | {_cell(how)} | " + " | ".join(values) + " |")
+        intros = list(dict.fromkeys(s["intro"] for s in sections.values() if s and s["intro"]))
+        if intros:
+            lines.append("")
+            lines += [f"- {_cell(i)}" for i in intros]
+        lines.append("")
+
+    lines += [
+        "## Sources",
+        "",
+        "Each engine module's own account of its formulas and sources (its docstring); the",
+        "bracketed tags such as [S2] or [L1] and the topics (§1.2) are entries of [sources.md](sources.md).",
+        "",
+    ]
+    mods = sorted({f.split(".")[0] for funcs in provenance.values() for f in funcs} | {"report"})
+    for mod in mods:
+        doc = inspect.getdoc(importlib.import_module(ENGINE_MODULES[mod])) or ""
+        lines += [f"### `{mod}`", "", doc.strip(), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--output", help="write the page here")
+    group.add_argument("--check", help="exit 1 when this file differs from the generated page")
+    args = parser.parse_args(argv)
+    text = generate()
+    if args.output:
+        Path(args.output).write_text(text)
+        return 0
+    if Path(args.check).read_text() != text:
+        print(f"{args.check} is stale: run make docs", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
