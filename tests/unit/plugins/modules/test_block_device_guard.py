@@ -123,15 +123,20 @@ def test_new_array_from_blank_devices(tmp_path: Path, no_arrays: str, capsys: py
     assert out["state"] == "create" and out["create_array"] and out["mkfs"] and out["target"] == str(tmp_path / "md0")
 
 
-@pytest.fixture
-def fake_mdadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _fake_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> Path:
+    """A shell script ``name`` first on PATH (before the system's tools); returns its folder."""
     bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    script = bindir / "mdadm"
-    script.write_text('#!/bin/sh\ncat "$(dirname "$0")/detail.txt"\n')
+    bindir.mkdir(exist_ok=True)
+    script = bindir / name
+    script.write_text("#!/bin/sh\n" + body)
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin")
-    return bindir / "detail.txt"
+    return bindir
+
+
+@pytest.fixture
+def fake_mdadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _fake_tool(tmp_path, monkeypatch, "mdadm", 'cat "$(dirname "$0")/detail.txt"\n') / "detail.txt"
 
 
 def test_existing_array_with_a_different_device_list_is_refused(
@@ -232,13 +237,8 @@ def test_check_mode_changes_nothing_and_reports_what_it_would_do(
 @pytest.fixture
 def blkid_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A blkid that prints nothing and exits 2, as util-linux blkid does when it cannot open a device."""
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir(exist_ok=True)
-    script = bindir / "blkid"
-    script.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/blkid.calls"\nexit 2\n')
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin")
-    return bindir / "blkid.calls"
+    body = 'echo "$@" >> "$(dirname "$0")/blkid.calls"\nexit 2\n'
+    return _fake_tool(tmp_path, monkeypatch, "blkid", body) / "blkid.calls"
 
 
 def test_unopenable_device_with_blkid_exit_2_is_refused(
@@ -316,12 +316,7 @@ def test_wipefs_missing_still_sees_what_blkid_finds(
 def test_wipefs_failure_is_not_blank(
     tmp_path: Path, no_arrays: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    script = bindir / "wipefs"
-    script.write_text("#!/bin/sh\necho 'wipefs: error: probing initialization failed' >&2\nexit 1\n")
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    _fake_tool(tmp_path, monkeypatch, "wipefs", "echo 'wipefs: error: probing initialization failed' >&2\nexit 1\n")
     dev = _image(tmp_path / "nvme2n1.img")
     out = run_module(capsys, devices=[dev], mdstat=no_arrays)
     assert out["failed"] and f"cannot read {dev} with wipefs (rc 1)" in out["msg"] and "not proven blank" in out["msg"]
