@@ -10,7 +10,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help setup setup-collections deps plan test lint sanity unit integration molecule bench-plan bench-site clean
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 setup: $(VENV)/.stamp setup-collections ## make .venv with the pinned toolchain (pyproject.toml) and the declared collections
 $(VENV)/.stamp: pyproject.toml
@@ -36,6 +36,16 @@ deps: ## install the Debian packages the suite needs (tests/host-packages.txt; r
 
 plan: setup ## write build/plan/<name>/ (plan.json, report.md, hosts/) for TIER=tierN or INVENTORY=path
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/plan.yml
+
+.PHONY: tco
+tco: setup ## fabric cost, InfiniBand vs RoCEv2 over 3 years, for TIER=tierN or INVENTORY=path (no host contact)
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/tco.yml
+
+# the CRDs (Kueue, KubeRay, GPU and Network Operator) come from ../shared/reference/k8s-crds
+# (K8S_CRDS= or GPUCLUSTER_K8S_CRDS override it); built-in kinds from kubernetes-validate
+.PHONY: k8s-validate
+k8s-validate: plan ## schema-check build/plan/<name>/kubernetes/ of a Kubernetes INVENTORY (tools/k8s/validate_manifests.py)
+	$(BIN)/python tools/k8s/validate_manifests.py --inventory $(INVENTORY) --quiet $(if $(K8S_CRDS),--crds $(K8S_CRDS))
 
 lint: setup ## ruff, ansible-lint (production profile), antsibull-changelog lint, ansible-test sanity
 	$(BIN)/ruff check .

@@ -139,6 +139,13 @@ def roce_traffic_class(dscp: int) -> int:
     return _run("roce_traffic_class", _engine("compute.nccl").roce_traffic_class, dscp)
 
 
+def fabric_tco(source: Mapping[str, Any], text: bool = False) -> Any:
+    """InfiniBand vs RoCEv2 fabric TCO: a plan's ``fabric_tco``, or computed from fabric_tco's arguments."""
+    if not isinstance(source, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.fabric_tco: input must be the plan or a mapping of arguments")
+    return _run("fabric_tco", _engine("fabric.tco").fabric_tco_for, source, text=bool(text))
+
+
 def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
     return _engine("validation.floors").validation_floors(tier=_engine("inventory.tiers").tier_profile(tier), **kwargs)
 
@@ -167,4 +174,5 @@ class FilterModule:
             "address_plan": _kwargs_filter("address_plan", "fabric.netplan", "address_plan"),
             "expected_cabling": _kwargs_filter("expected_cabling", "fabric.cabling", "expected_cabling"),
             "validation_floors": _kwargs_filter("validation_floors", "", "_validation_floors"),
+            "fabric_tco": fabric_tco,
         }

@@ -17,6 +17,12 @@ The order (tools/ci/runner/README.md, "Sliced runs"):
    share of ``compute`` (round robin over the hosts in natural order, so the shares differ
    by at most one host; AWX too distributes an inventory evenly among its slice jobs).
 
+The converge lock (docs/runbook.md, "The converge lock"): before slice0 the script takes the lock
+on the head itself (``<ident>-lock``: playbooks/lock.yml, run id = the ident, pid = this script's),
+every slice joins it (same run id, ``gpucluster_lock_release: false``) and the script releases it
+when the last slice ended (``<ident>-unlock``), whatever the slices' outcome. While this script
+runs, another site.yml is refused; when it dies, a run from this controller takes the lock over.
+
 Every run gets ``gpucluster_plan_file`` (that plan.json) and ``gpucluster_plan_sha256_expected``
 (its hash) as extra vars, so each run's plan play loads the same plan and stops when it is
 not the one hashed here. Each run keeps its artifacts in ``<dest>/artifacts/<ident>-sliceK/``;
@@ -255,6 +261,31 @@ def compute_plan(
     return summary, (found[0] if summary.status == "successful" and len(found) == 1 else None)
 
 
+def lock_extravars(ident: str, pid: int) -> dict[str, str]:
+    """The converge lock's extra vars shared by the lock runs and every slice (one holder: this script)."""
+    return {"gpucluster_lock_run_id": ident, "gpucluster_lock_pid": str(pid)}
+
+
+def lock_run(
+    runner: str, pdd: Path, ident: str, state: str, env: dict[str, str], extra_args: Sequence[str]
+) -> RunSummary:
+    """playbooks/lock.yml (take: state present, release: absent) for the whole sliced run."""
+    name = "lock" if state == "present" else "unlock"
+    cmd = runner_command(
+        runner,
+        pdd,
+        "lock",
+        f"{ident}-{name}",
+        extravars={**lock_extravars(ident, os.getpid()), "gpucluster_lock_state": state},
+        extra_args=extra_args,
+    )
+    print(f"{name:<7} {shlex.join(cmd)}", flush=True)
+    _run(cmd, env).wait()
+    summary = summarise(name, pdd / "artifacts" / f"{ident}-{name}")
+    print(summary.line(), flush=True)
+    return summary
+
+
 def read_plan_hash(plan_file: Path) -> str:
     """The plan file's canonical sha256; checked against plan.sha256 beside it when there is one."""
     digest = plan_sha256(json.loads(plan_file.read_text()))
@@ -300,7 +331,12 @@ def run_slices(
     digest = read_plan_hash(plan_path)
     record.update(plan_file=str(plan_path), plan_sha256=digest)
     print(f"plan    {plan_path} sha256 {digest}", flush=True)
-    extravars = {"gpucluster_plan_file": str(plan_path), "gpucluster_plan_sha256_expected": digest}
+    extravars = {
+        "gpucluster_plan_file": str(plan_path),
+        "gpucluster_plan_sha256_expected": digest,
+        **lock_extravars(ident, os.getpid()),
+        "gpucluster_lock_release": "false",  # the script releases it after the last slice
+    }
 
     slices = plan_slices(ident, inventory_groups(pdd / "inventory", ansible_inventory), count)
     record["hosts"] = {s.ident: list(s.hosts) for s in slices}
@@ -322,6 +358,28 @@ def run_slices(
         return summarise(f"slice{s.index}", pdd / "artifacts" / s.ident, len(s.hosts))
 
     head, rest = slices[0], slices[1:]
+    taken = lock_run(runner, pdd, ident, "present", env, extra_args)
+    summaries.append(taken)
+    if taken.status != "successful":
+        print(f"lock    not taken: see {taken.artifact_dir}/stdout (another converge runs?)", flush=True)
+        return summaries, record
+    try:
+        _run_slices(commands, head, rest, summaries, record, env, done)
+    finally:
+        summaries.append(lock_run(runner, pdd, ident, "absent", env, extra_args))
+    return summaries, record
+
+
+def _run_slices(
+    commands: dict[int, list[str]],
+    head: Slice,
+    rest: Sequence[Slice],
+    summaries: list[RunSummary],
+    record: dict[str, Any],
+    env: dict[str, str],
+    done: Any,
+) -> None:
+    """slice0, then (when it succeeded) the compute slices in parallel, under the lock."""
     started = time.monotonic()
     print(f"slice0  {len(head.hosts)} hosts: {','.join(head.hosts)}", flush=True)
     _run(commands[0], env).wait()
@@ -329,8 +387,8 @@ def run_slices(
     summaries.append(first)
     print(first.line(), flush=True)
     if first.status != "successful":
-        summaries += [summarise(f"slice{s.index}", pdd / "artifacts" / s.ident, len(s.hosts)) for s in rest]
-        return summaries, record
+        summaries += [done(s) for s in rest]
+        return
     procs = []
     for s in rest:
         print(f"slice{s.index}  {len(s.hosts)} hosts: {','.join(s.hosts)}", flush=True)
@@ -340,7 +398,6 @@ def run_slices(
         summaries.append(done(s))
         print(summaries[-1].line(), flush=True)
     record["seconds"] = round(time.monotonic() - started, 1)
-    return summaries, record
 
 
 def exit_code(summaries: Sequence[RunSummary], *, expect_unchanged: bool = False) -> int:

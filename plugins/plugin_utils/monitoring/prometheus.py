@@ -1,8 +1,9 @@
-"""Monitoring from the plan: what the head's Prometheus scrapes, Alertmanager's inhibitions and the
-head's firewall, with the alert rules and their promtool tests (:mod:`alerts`) rendered as YAML.
+"""Monitoring from the plan: what the head's Prometheus scrapes and Alertmanager's inhibitions, with
+the alert rules and their promtool tests (:mod:`alerts`) rendered as YAML.
 
 Ports: node-exporter :9100, dcgm-exporter :9400 (docs/sources.md §5.4), Prometheus :9090, Alertmanager
-:9093, slurmctld :6817, slurmdbd :6819 (docs/monitoring.md).
+:9093, slurmctld :6817, slurmd :6818, slurmdbd :6819 (docs/monitoring.md). Every node's firewall admits
+them from the management network only (plan/firewall.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts
 
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+# Slurm's defaults, written out in slurm.conf/slurmdbd.conf (roles/slurm/templates):
+# https://slurm.schedmd.com/slurm.conf.html#OPT_SlurmctldPort, #OPT_SlurmdPort;
+# https://slurm.schedmd.com/slurmdbd.conf.html#OPT_DbdPort
 SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
 SCRAPE_INTERVAL = "30s"
 EVALUATION_INTERVAL = "30s"
@@ -57,7 +62,7 @@ INHIBIT = (
 
 
 def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
-    """Everything the head's Prometheus, Alertmanager and firewall need, from the plan."""
+    """Everything the head's Prometheus and Alertmanager need, from the plan."""
     import yaml  # PyYAML ships with ansible-core; rendering text here keeps templates trivial
 
     head = plan["cluster"]["head"]
@@ -86,9 +91,4 @@ def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
         "coolant_metrics": list(COOLANT_METRICS) if plan["cooling"]["cooling"] == "dlc" else [],
         "rules_yaml": dump({"groups": rules["groups"]}),
         "rule_tests_yaml": dump(rule_tests(rules["alerts"])),
-        # head services that answer the management network only (nftables on the head)
-        "firewall": {
-            "management_cidr": plan["network"]["pools"]["management"]["cidr"],
-            "tcp_ports": [SLURMCTLD_PORT, SLURMDBD_PORT, PROMETHEUS_PORT, ALERTMANAGER_PORT, NODE_EXPORTER_PORT],
-        },
     }

@@ -23,12 +23,16 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host, netplan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, tenants, tiers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site, load_site
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests as k8s_manifests
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import prometheus as monitoring
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_manifest
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import firewall_plan, host_policy
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre, lustre_targets, nfs, storage
@@ -349,6 +353,7 @@ def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
             "sysctl": system.sysctls(h.roles),
             "limits": system.limits(h.roles, memlock),
             "network_units": system.network_units(addresses["hosts"][h.name], nics, prefixes),
+            "firewall": host_policy(h.roles),  # the ports only the management network reaches
         }
     return out
 
@@ -384,10 +389,12 @@ def cluster_plan(
             "gpus_total": nodes * site.node.gpus_per_node,
             "gpu_model": site.node.gpu_model,
             "lab": bool(site.lab.get("enabled", False)),
+            "scheduler": tenants.scheduler(site.raw.get("gpucluster_cluster") or {}),
         },
         "tier": tiers.tier_as_dict(tier),
         "hosts": _hosts(site, addresses),
         "network": {k: v for k, v in addresses.items() if k != "hosts"},
+        "firewall": firewall_plan(addresses),
         "etc_hosts": netplan.etc_hosts_entries(addresses, site.domain),
         "time": {
             "server": site.head,
@@ -419,11 +426,13 @@ def cluster_plan(
             nodes=nodes,
         ),
     }
+    plan["tenants"] = tenants.tenants_plan(site.raw.get("gpucluster_tenants"), plan["cluster"]["gpus_total"])
     plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
     plan["slurm"] = slurm.slurm_plan(site, plan)
     plan["health"] = health.health_config(plan)
     plan["monitoring"] = monitoring.monitoring_plan(plan)
     plan["dcgm"] = dcgm.dcgm_policy(plan)
+    plan["monitoring"]["grafana"] = dashboards.grafana_plan(plan)  # reads the dcgm counters
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
     )
@@ -433,9 +442,12 @@ def cluster_plan(
                 if unit["purpose"] == "compute":
                     unit["mtu"] = fab["roce"]["mtu"]
     plan["files"] = files_manifest(plan, role_files)
+    plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["report"] = report.report_sections(plan)
     plan["report_summary"] = report.report_summary(plan)
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
+    if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
+        plan["kubernetes"] = k8s_manifests.kubernetes_plan(plan, cooling=site.facility.get("cooling", "air"))
     return plan
 
 

@@ -28,7 +28,8 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 
-#: Node-proportional tables, referenced (never copied) by the hosts that render them.
+#: Node-proportional tables (and the head's large Grafana data), referenced (never copied) by the hosts
+#: that render them.
 SHARED: tuple[str, ...] = (
     "etc_hosts",
     "health.nodes",
@@ -39,6 +40,7 @@ SHARED: tuple[str, ...] = (
     "fabric.cabling.scalable_units",
     "monitoring.targets",
     "monitoring.scrape_jobs",
+    "monitoring.grafana",
     "storage.lustre.oss",
     "validation.tests.ib_write_bw",
 )
@@ -55,6 +57,8 @@ KEEP_ON: dict[str, frozenset[str]] = {
     "fabric.cabling.scalable_units": frozenset({"head"}),
     "monitoring.targets": frozenset({"head"}),  # prometheus.yml (head role)
     "monitoring.scrape_jobs": frozenset({"head"}),
+    # the Grafana provisioning files and dashboards (head role): ~80 KB no other host reads
+    "monitoring.grafana": frozenset({"head"}),
     # the rail pairs of the acceptance tests (playbooks/validate.yml runs them on the compute nodes)
     "validation.tests.ib_write_bw": frozenset({"compute"}),
 }

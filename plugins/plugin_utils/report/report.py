@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import ZERO_NAMES
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco import tco_rows
 
 Row = list[str]
 
@@ -373,6 +374,11 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
     fabric = _fabric_section(plan)
     if fabric:
         sections.append(fabric)
+    if "fabric_tco" in plan:  # InfiniBand vs RoCEv2 side by side (fabric/tco.py)
+        tco = plan["fabric_tco"]
+        rows = [[r[0], f"InfiniBand {r[1]} / RoCEv2 {r[2]} (IB - RoCE {r[3]})", r[4]] for r in tco_rows(tco)]
+        intro = f"{tco['reason']}. {tco['caveat']}" if tco["applies"] else f"{tco['reason']}."
+        sections.append(_section("What the fabric costs", rows, intro))
     sections.append(_parallelism_section(plan))
     sections.append(_acceptance_section(plan))
     return sections

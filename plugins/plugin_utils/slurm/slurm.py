@@ -4,6 +4,15 @@ Sources: docs/sources.md §8 (gres.conf ``File=/dev/nvidia[0-7]`` with ``Cores=`
 socket; topology/tree; cgroup plugins in production; HealthCheckProgram/Interval).
 The lab (containers, no cgroup freezer, no real GPUs) overrides the plugins and skips
 the hardware checks of slurmd; those overrides come from ``gpucluster_lab`` only.
+
+``slurm.accounting`` (slurm/accounting.py): the scheduling policy from ``gpucluster_tenants`` and
+``gpucluster_slurm`` - priority/multifactor with fair share (weights fairshare 10000, qos 5000,
+age 1000), AccountingStorageEnforce=associations,limits,qos, QOS ``preemptible`` (at most 50 % of
+the GPUs per user, requeued by the others), ``normal`` (default) and ``high`` (at most 25 % of
+the GPUs), one account per team (RawShares = its share, GrpTRES gres/gpu = guaranteed + borrowed
+GPUs when below the cluster) and node Features (GPU type, fabric, scalable unit, cooling). Sources:
+https://slurm.schedmd.com/priority_multifactor.html, resource_limits.html, preempt.html,
+slurm.conf(5) and sacctmgr(1) of Slurm 22.05.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
@@ -55,6 +65,7 @@ def _gres_lines(site: Site, nodes_expr: str, with_cores: bool) -> list[str]:
 
 def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
+    acct = accounting.accounting_plan(site.raw.get(accounting.FIELD), plan)
     lab = site.lab if site.lab.get("enabled") else {}
     node = site.node
     nodes_expr = plan["cluster"]["compute_hostlist"]
@@ -76,12 +87,18 @@ def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
         "cluster_name": site.name.lower(),
         "controller": site.head,
         "controller_address": plan["hosts"][site.head]["addresses"]["management"],
-        "node_line": (
-            f"NodeName={nodes_expr} CPUs={node.cores * node.threads_per_core} Boards=1 "
+        # one NodeName line per set of nodes with the same Features (accounting.py: GPU type, fabric,
+        # scalable unit, cooling), so users can pick nodes with --constraint; no Weight= because every
+        # compute node has the same hardware (one gpucluster_node), and Weight only orders unequal nodes
+        # (slurm.conf(5), NodeName ... Weight: "lowest weight which satisfies their requirements")
+        "node_line": "\n".join(
+            f"NodeName={group['nodes']} CPUs={node.cores * node.threads_per_core} Boards=1 "
             f"SocketsPerBoard={node.cpu_sockets} CoresPerSocket={node.cores_per_socket} "
             f"ThreadsPerCore={node.threads_per_core} RealMemory={real_memory} "
-            f"Gres=gpu:{gtype}:{node.gpus_per_node} State=UNKNOWN"
+            f"Gres=gpu:{gtype}:{node.gpus_per_node} Features={','.join(group['features'])} State=UNKNOWN"
+            for group in acct["node_features"]
         ),
+        "accounting": acct,
         "real_memory_mib": real_memory,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
         "gres_conf_lines": _gres_lines(site, nodes_expr, with_cores=not lab.get("slurm_gres_no_cores", False)),

@@ -105,6 +105,13 @@ IFNAME = "Linux interface name"
 PATH = "an absolute path"
 DEV = "a device path under /dev/"
 HOST = "RFC 1123"
+TEN = "gpucluster_tenants"
+
+
+def _team(name: str, share: Any, **more: Any) -> dict[str, Any]:
+    return {"name": name, "gpu_share_percent": share, **more}
+
+
 ROCE = both(put(f"{FAB}.type", "roce"), put(f"{FAB}.infiniband", DROP))
 
 CASES = [
@@ -351,6 +358,24 @@ CASES = [
     Case("host-ungrouped", add_host("stray01", None), "groups", "every host in at least one of the groups head"),
     Case("host-unknown-group", add_host("gpu09", "gpus"), "groups", "head, storage, nfs_server"),
     Case("host-ungrouped-tier1", add_host("extra", None), "groups", "a host in no known group", "tier1"),
+    # --- scheduler and teams (gpucluster_cluster.scheduler, gpucluster_tenants)
+    Case("scheduler-unknown", put("gpucluster_cluster.scheduler", "pbs"), "gpucluster_cluster.scheduler", "slurm"),
+    Case("tenants-not-list", put(TEN, {"name": "a"}), TEN, "a list"),
+    Case("tenant-name-upper", put(TEN, [_team("NLP", 10)]), f"{TEN}[0].name", "lowercase"),
+    Case("tenant-share-string", put(TEN, [_team("nlp", "40%")]), f"{TEN}[0].gpu_share_percent", "percent"),
+    Case("tenant-share-zero", put(TEN, [_team("nlp", 0)]), f"{TEN}[0].gpu_share_percent", "> 0%"),
+    Case("tenant-share-over", put(TEN, [_team("nlp", 140)]), f"{TEN}[0].gpu_share_percent", "<= 100%"),
+    Case("tenant-share-sub-gpu", put(TEN, [_team("nlp", 1)]), f"{TEN}[0].gpu_share_percent", "at least one GPU"),
+    Case("tenants-over-100", put(TEN, [_team("nlp", 60), _team("cv", 50)]), TEN, "at most 100%"),
+    Case("tenant-twice", put(TEN, [_team("nlp", 10), _team("nlp", 10)]), f"{TEN}[1].name", "no other team"),
+    Case("tenant-typo", put(TEN, [{"name": "nlp", "gpu_share": 10}]), f"{TEN}[0].gpu_share", "did you mean"),
+    Case(
+        "tenant-borrow-over",
+        put(TEN, [_team("nlp", 10, borrowing_limit_percent=150)]),
+        f"{TEN}[0].borrowing_limit_percent",
+        "<= 100%",
+    ),
+    Case("tenant-user-bad", put(TEN, [_team("nlp", 10, users=["Root;x"])]), f"{TEN}[0].users[0]", "POSIX user name"),
 ]
 
 

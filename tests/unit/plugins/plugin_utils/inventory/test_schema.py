@@ -149,4 +149,7 @@ def test_every_documented_key_is_in_the_schema() -> None:
         "gpucluster_network.management.interface",
     }
     assert expected <= documented
-    assert sorted({k.removesuffix("[]") for k in documented} - known_keys()) == []
+    known = known_keys()
+    # a section that is a list (gpucluster_tenants) documents its items' keys: `name` is `[].name`
+    unknown = {k for k in {k.removesuffix("[]") for k in documented} if k not in known}
+    assert sorted(k for k in unknown if k.replace(".", "[].", 1) not in known) == []

@@ -214,12 +214,15 @@ def check_gres(text: str, plan: dict[str, Any], s: Site) -> None:
 
 
 def check_slurm_conf(text: str, plan: dict[str, Any], s: Site) -> None:
-    """slurm.conf's node line: every compute node, gpu:<model type>:<GPUs per node>."""
+    """slurm.conf's node lines (one per scalable unit's Features): every compute node once,
+    gpu:<model type>:<GPUs per node>."""
     lines = [line for line in text.splitlines() if line.startswith("NodeName=")]
-    assert len(lines) == 1
-    fields = dict(part.split("=", 1) for part in lines[0].split())
-    assert hostlist.expand(fields["NodeName"]) == s.compute_hosts
-    assert fields["Gres"] == f"gpu:{_gres_type(plan)}:{plan['cluster']['gpus_per_node']}"
+    named: list[str] = []
+    for line in lines:
+        fields = dict(part.split("=", 1) for part in line.split())
+        named += hostlist.expand(fields["NodeName"])
+        assert fields["Gres"] == f"gpu:{_gres_type(plan)}:{plan['cluster']['gpus_per_node']}"
+    assert sorted(named) == sorted(s.compute_hosts)
     assert plan["cluster"]["gpus_per_node"] == s.site["gpucluster_node"]["gpus_per_node"]
 
 

@@ -33,7 +33,8 @@ def tier3() -> dict[str, Any]:
 
 def test_the_roles_lists_are_valid(tier3: dict[str, Any]) -> None:
     entries = role_file_entries(ROLE_FILES, conditions(tier3))
-    assert {f.role for f in entries} == set(ROLE_FILES)
+    # every role with files (k8s_workload runs on the controller: its list is empty)
+    assert {f.role for f in entries} == {role for role, files in ROLE_FILES.items() if files}
     assert {f.hosts for f in entries} <= set(HOSTS)
 
 

@@ -141,7 +141,11 @@ def test_every_key_path_the_roles_use_is_in_every_view(tier: str) -> None:
     plan = _plan(tier)
     for host in plan["hosts"]:
         view = host_view(plan, host)
+        roles = set(plan["hosts"][host]["roles"])
+        emptied = [key for key, keep in KEEP_ON.items() if not roles & keep]
         for path in paths:
+            if any(path.lstrip(".").startswith(f"{key}.") for key in emptied):
+                continue  # inside a table this host does not keep (it renders no file that reads it)
             found, _ = _lookup(plan, path, host)
             if found:
                 assert _lookup(view, path, host)[0], (host, path)
@@ -208,6 +212,8 @@ def test_site_and_plan_playbooks_read_the_view() -> None:
     site = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
     assert site[0]["hosts"] == "localhost"
     for play in site[1:]:
+        if play["hosts"] == "localhost":  # controller plays (Kubernetes objects, the lock) read the whole plan
+            continue
         assert play["vars"]["gpucluster_plan"] == expr, play["name"]
     plan_pb = yaml.safe_load((ROOT / "playbooks" / "plan.yml").read_text())
     assert plan_pb[-1]["vars"]["gpucluster_plan"] == expr

@@ -1,0 +1,431 @@
+"""What the compute fabric costs: InfiniBand and RoCEv2 side by side over N years.
+
+For the site's node count, rails and topology the fabric plan (cabling.expected_cabling) gives the
+switches (rail leaves, spines) and the links; the same counts are priced twice, once with
+InfiniBand parts and once with RoCEv2 (Ethernet) parts, whatever fabric the site itself runs:
+
+    NICs       = nodes x rails x nic_usd
+    switches   = (leaves + spines) x switch_usd
+    optics     = links x link_usd                      (a link: cable and its two transceivers)
+    support    = (NICs + switches + optics) x support_fraction_per_year x years
+    staff      = staff_usd_per_year x years            (the fabric specialist's cost)
+    power      = (switches x switch_w + links x link_w) x 8760 h x years x power_usd_per_kwh
+    total      = NICs + switches + optics + support + staff + power
+
+and RoCE's expected performance (``roce_performance_ratio`` of InfiniBand's training throughput)
+becomes GPU-hours the cluster does not deliver:
+
+    lost GPU-hours = GPUs x 8760 h x years x gpu_utilization x (1 - roce_performance_ratio)
+    lost $         = lost GPU-hours x gpu_hour_usd (gpucluster_workload.gpu_hour_cost_usd)
+
+Every default below is a LIST-PRICE ESTIMATE with its source: the prices and staff costs come from
+the reference article's 64-GPU table (its component lines spread over the tier4 fabric plan's counts:
+64 NICs, 12 switches, 320 links), the watts from NVIDIA's published specifications. A site overrides
+any of them in the inventory section ``gpucluster_costs`` (docs/inventory.md). With no switched
+fabric (tier1: one node, NVLink only) there is nothing to price: the answer says "no fabric".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+
+FIELD = "gpucluster_costs"
+FABRICS = ("infiniband", "roce")
+HOURS_PER_YEAR = 8760  # 365 x 24
+
+#: The reference article 000 ("InfiniBand vs RoCEv2 - The Real TCO for a 64-GPU Cluster"), docs/sources.md
+#: [C1]; the tier4 plan (8 nodes x 8 rails, fat_tree, radix 64,
+#: 4 spines) has 64 NICs, 12 switches (8 rail leaves + 4 spines) and 320 links (64 host + 256 uplinks).
+ARTICLE = "[C1] article 000 (InfiniBand vs RoCEv2 TCO table, 64 GPUs)"
+
+#: Per fabric: (value, source). List-price estimates, not quotes.
+PART_DEFAULTS: dict[str, dict[str, tuple[float, str]]] = {
+    "infiniband": {
+        "nic_usd": (2000.0, f"{ARTICLE}: NICs ~$128,000 for 64 ConnectX-7 IB = $2,000 each"),
+        "switch_usd": (
+            220000 / 12,
+            f"{ARTICLE}: ToR + spine switches ~$220,000 over the tier4 plan's 12 switches = $18,333 each",
+        ),
+        "link_usd": (
+            48000 / 320,
+            f"{ARTICLE}: optics and cabling ~$48,000 over the tier4 plan's 320 links = $150 each "
+            "(far below a 400G transceiver's list price: override it)",
+        ),
+        "staff_usd_per_year": (
+            120000.0,
+            f"{ARTICLE}: specialist staff premium ~$360,000 over 3 years = $120,000/year",
+        ),
+        "switch_w": (
+            747.0,
+            "[C2] NVIDIA QM9700/QM9790 user manual, Specifications: typical power with passive cables 747 W "
+            "(https://docs.nvidia.com/networking/display/QM97X0PUB/Specifications)",
+        ),
+        "link_w": (
+            18.0,
+            "[C3] NVIDIA MMS4X00-NS400 400G OSFP transceiver: 9 W typical, two ends per link "
+            "(https://docs.nvidia.com/networking/display/mms4x00ns400/overview)",
+        ),
+    },
+    "roce": {
+        "nic_usd": (1000.0, f"{ARTICLE}: NICs ~$64,000 for 64 ConnectX-7 Ethernet = $1,000 each"),
+        "switch_usd": (
+            110000 / 12,
+            f"{ARTICLE}: ToR + spine switches ~$110,000 over the tier4 plan's 12 switches = $9,167 each",
+        ),
+        "link_usd": (
+            38000 / 320,
+            f"{ARTICLE}: optics and cabling ~$38,000 over the tier4 plan's 320 links = $118.75 each",
+        ),
+        "staff_usd_per_year": (
+            40000.0,
+            f"{ARTICLE}: staff ~$120,000 over 3 years = $40,000/year (Ethernet skills a site already has)",
+        ),
+        "switch_w": (
+            747.0,
+            "assumed equal to the InfiniBand switch (a 51.2 Tb/s, 64 x 400G switch of the same class); "
+            "set gpucluster_costs.roce.switch_w from the switch's datasheet",
+        ),
+        "link_w": (
+            18.0,
+            "[C3] the same 400G OSFP optics as InfiniBand (MMS4X00-NS400 family: 9 W per end, "
+            "https://docs.nvidia.com/networking/display/mms4x00ns400/overview)",
+        ),
+    },
+}
+
+#: Site-wide defaults: (value, source).
+SITE_DEFAULTS: dict[str, tuple[float, str]] = {
+    "years": (3, f"{ARTICLE}: a 3-year TCO"),
+    "power_usd_per_kwh": (0.10, f"{ARTICLE}: network power at $0.10/kWh"),
+    "support_fraction_per_year": (0.18, f"{ARTICLE}: annual support 18% of hardware"),
+    "roce_performance_ratio": (
+        0.90,
+        f"{ARTICLE}: properly tuned RoCEv2 (PFC + ECN + DCQCN) delivers 85-95% of InfiniBand; midpoint",
+    ),
+    "gpu_utilization": (
+        1.0,
+        f"{ARTICLE}: its GPU-idle arithmetic charges every GPU 24 h a day ($4.00/GPU-h x 64 GPUs = $6,144/day)",
+    ),
+}
+
+#: The article's stated performance range for tuned RoCE, reported as the penalty's low/high bounds.
+ROCE_RATIO_RANGE = (0.85, 0.95)
+CAVEAT = (
+    "List-price estimates (the reference article's 64-GPU table spread over the tier4 plan's parts, "
+    "NVIDIA datasheet watts), not quotes: set gpucluster_costs from your own quotes."
+)
+LINE_NAMES = ("nics", "switches", "optics", "support", "staff", "power")
+
+
+@dataclass(frozen=True)
+class FabricParts:
+    """The parts of one fabric kind's bill: unit prices, watts and staff cost."""
+
+    nic_usd: float
+    switch_usd: float
+    link_usd: float
+    staff_usd_per_year: float
+    switch_w: float
+    link_w: float
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the fabric plan needs: NICs, switches and links (the same for both fabric kinds)."""
+
+    nics: int
+    leaves: int
+    spines: int
+    host_links: int
+    uplinks: int
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines
+
+    @property
+    def links(self) -> int:
+        return self.host_links + self.uplinks
+
+
+def _number(value: Any, field: str, low: float, high: float | None = None, *, integer: bool = False) -> float:
+    return check_range(value, field, low, high, integer=integer)
+
+
+def parts(kind: str, overrides: dict[str, Any] | None = None) -> FabricParts:
+    """One fabric kind's parts: PART_DEFAULTS[kind] overridden by ``gpucluster_costs.<kind>``."""
+    field = f"{FIELD}.{kind}"
+    given = overrides or {}
+    require(isinstance(given, dict), field, given, "a mapping of part prices and watts")
+    unknown = sorted(set(given) - set(PART_DEFAULTS[kind]))
+    require(
+        not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "one of " + ", ".join(PART_DEFAULTS[kind])
+    )
+    values = {
+        key: _number(given.get(key, default), f"{field}.{key}", 0, 1e9)
+        for key, (default, _source) in PART_DEFAULTS[kind].items()
+    }
+    return FabricParts(**values)
+
+
+def site_costs(costs: dict[str, Any] | None) -> dict[str, float]:
+    """The site-wide inputs (SITE_DEFAULTS overridden by ``gpucluster_costs``), checked."""
+    given = costs or {}
+    require(isinstance(given, dict), FIELD, given, "a mapping (docs/inventory.md, gpucluster_costs)")
+    allowed = set(SITE_DEFAULTS) | set(FABRICS)
+    unknown = sorted(set(given) - allowed)
+    require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "one of " + ", ".join(sorted(allowed)))
+    bounds = {
+        "years": (1, 30, True),
+        "power_usd_per_kwh": (0, 10, False),
+        "support_fraction_per_year": (0, 1, False),
+        "roce_performance_ratio": (0, 1, False),
+        "gpu_utilization": (0, 1, False),
+    }
+    out: dict[str, float] = {}
+    for key, (default, _source) in SITE_DEFAULTS.items():
+        low, high, integer = bounds[key]
+        out[key] = _number(given.get(key, default), f"{FIELD}.{key}", low, high, integer=integer)
+    require(out["roce_performance_ratio"] > 0, f"{FIELD}.roce_performance_ratio", 0, "a number > 0 and <= 1")
+    return out
+
+
+def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
+    """NICs, leaves, spines and links of a fabric plan (cabling.expected_cabling's answer)."""
+    switches = plan_cabling["switches"]
+    links = plan_cabling["links"]
+    return Counts(
+        nics=len(plan_cabling["hcas"]),
+        leaves=sum(1 for s in switches if s["kind"] in ("leaf", "switch")),
+        spines=sum(1 for s in switches if s["kind"] == "spine"),
+        host_links=sum(1 for link in links if link["kind"] == "host"),
+        uplinks=sum(1 for link in links if link["kind"] == "uplink"),
+    )
+
+
+def bill(counts: Counts, part: FabricParts, site: dict[str, float]) -> dict[str, Any]:
+    """One fabric kind's lines (USD over ``years``), its hardware and its total."""
+    years = site["years"]
+    nics = counts.nics * part.nic_usd
+    switches = counts.switches * part.switch_usd
+    optics = counts.links * part.link_usd
+    hardware = nics + switches + optics
+    support = hardware * site["support_fraction_per_year"] * years
+    staff = part.staff_usd_per_year * years
+    power_kw = (counts.switches * part.switch_w + counts.links * part.link_w) / 1000
+    power = power_kw * HOURS_PER_YEAR * years * site["power_usd_per_kwh"]
+    lines = {"nics": nics, "switches": switches, "optics": optics, "support": support, "staff": staff, "power": power}
+    return {
+        "parts": asdict(part),
+        "lines_usd": {k: round(v, 2) for k, v in lines.items()},
+        "hardware_usd": round(hardware, 2),
+        "support_per_year_usd": round(hardware * site["support_fraction_per_year"], 2),
+        "power_kw": round(power_kw, 3),
+        "total_usd": round(sum(lines.values()), 2),
+    }
+
+
+def performance_penalty(gpus: int, site: dict[str, float], gpu_hour_usd: float, ratio: float) -> dict[str, float]:
+    """GPU-hours (and their price) RoCE at ``ratio`` of InfiniBand's throughput does not deliver."""
+    gpu_hours = gpus * HOURS_PER_YEAR * site["years"] * site["gpu_utilization"]
+    lost = gpu_hours * (1 - ratio)
+    return {
+        "roce_performance_ratio": ratio,
+        "gpu_hours": round(gpu_hours, 2),
+        "lost_gpu_hours": round(lost, 2),
+        "lost_usd": round(lost * gpu_hour_usd, 2),
+    }
+
+
+def _sources(costs: dict[str, Any]) -> dict[str, Any]:
+    """Where each input comes from: the inventory when set there, else the default's source."""
+    out: dict[str, Any] = {
+        key: (f"inventory {FIELD}.{key}" if key in costs else src) for key, (_v, src) in SITE_DEFAULTS.items()
+    }
+    for kind in FABRICS:
+        given = costs.get(kind) or {}
+        out[kind] = {
+            key: (f"inventory {FIELD}.{kind}.{key}" if key in given else src)
+            for key, (_v, src) in PART_DEFAULTS[kind].items()
+        }
+    return out
+
+
+def fabric_tco(
+    *,
+    topology: str,
+    compute_hosts: list[str],
+    rails: int,
+    gpus_per_node: int,
+    switch_radix: int = 64,
+    spines: int = 0,
+    spine_scope: str = "shared",
+    costs: dict[str, Any] | None = None,
+    gpu_hour_usd: float = 4.0,
+    gpu_hour_field: str = "gpucluster_workload.gpu_hour_cost_usd",
+) -> dict[str, Any]:
+    """InfiniBand and RoCEv2 priced on the same fabric plan, and RoCE's performance as GPU-hours."""
+    costs = dict(costs or {})
+    site = site_costs(costs)
+    ib_parts, roce_parts = (parts(kind, costs.get(kind)) for kind in FABRICS)
+    gpu_hour = _number(gpu_hour_usd, gpu_hour_field, 0, 1e6)
+    rails = int(_number(rails, "gpucluster_node.nics", 0, 1024, integer=True))
+    gpus_per_node = int(_number(gpus_per_node, "gpucluster_node.gpus_per_node", 1, 1024, integer=True))
+    nodes = len(compute_hosts)
+    head = {
+        "topology": topology,
+        "nodes": nodes,
+        "rails": rails,
+        "gpus": nodes * gpus_per_node,
+        "years": site["years"],
+        "caveat": CAVEAT,
+        "sources": _sources(costs),
+    }
+    if topology == "none" or rails == 0:
+        why = "one node: GPUs talk over NVLink" if nodes <= 1 else "no switched fabric (topology none)"
+        return {**head, "applies": False, "reason": f"no fabric: {why}; nothing to price"}
+    plan_cabling = cabling.expected_cabling(
+        topology=topology,
+        compute_hosts=list(compute_hosts),
+        rail_hcas=[f"rail{r}" for r in range(rails)],
+        switch_radix=switch_radix,
+        spines=spines,
+        spine_scope=spine_scope,
+    )
+    counts = fabric_counts(plan_cabling)
+    fabrics = {"infiniband": bill(counts, ib_parts, site), "roce": bill(counts, roce_parts, site)}
+    ratio = site["roce_performance_ratio"]
+    penalty = performance_penalty(head["gpus"], site, gpu_hour, ratio)
+    low, high = (performance_penalty(head["gpus"], site, gpu_hour, r) for r in ROCE_RATIO_RANGE)
+    delta = round(fabrics["infiniband"]["total_usd"] - fabrics["roce"]["total_usd"], 2)
+    roce_effective = round(fabrics["roce"]["total_usd"] + penalty["lost_usd"], 2)
+    return {
+        **head,
+        "applies": True,
+        "reason": f"{topology} fabric of {nodes} nodes x {rails} rails, priced as InfiniBand and as RoCEv2",
+        "counts": {**asdict(counts), "switches": counts.switches, "links": counts.links},
+        "inputs": {**site, "gpu_hour_usd": gpu_hour},
+        "fabrics": fabrics,
+        "delta_usd": delta,  # InfiniBand minus RoCE: > 0 when InfiniBand costs more
+        "performance": {
+            **penalty,
+            "gpu_hour_usd": gpu_hour,
+            "range": {"low_ratio": low, "high_ratio": high},
+        },
+        "roce_with_performance_usd": roce_effective,
+        "cheaper_with_performance": "roce" if roce_effective < fabrics["infiniband"]["total_usd"] else "infiniband",
+    }
+
+
+def fabric_tco_for(source: dict[str, Any], *, text: bool = False) -> dict[str, Any] | str:
+    """The filter's entry: ``source`` is a plan (its ``fabric_tco``) or fabric_tco's arguments, where
+    ``nodes`` (a count) may stand for ``compute_hosts``; ``text``: the plain-text table instead."""
+    if "schema" in source and "fabric_tco" in source:
+        result = source["fabric_tco"]
+    else:
+        args = dict(source)
+        if "nodes" in args:
+            nodes = int(_number(args.pop("nodes"), "nodes", 1, 100000, integer=True))
+            args["compute_hosts"] = [f"node{i + 1:0{max(2, len(str(nodes)))}d}" for i in range(nodes)]
+        result = fabric_tco(**args)
+    return tco_text(result) if text else result
+
+
+def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
+    """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py)."""
+    f = site.fabric
+    wl = site.workload
+    return fabric_tco(
+        topology=fab["topology"],
+        compute_hosts=list(site.compute_hosts),
+        rails=len(site.node.compute_nics),
+        gpus_per_node=site.node.gpus_per_node,
+        switch_radix=f.get("switch_radix", 64),
+        spines=f.get("spines", 0),
+        spine_scope=f.get("spine_scope", "shared"),
+        costs=site.raw.get(FIELD),
+        gpu_hour_usd=wl.get("gpu_hour_cost_usd", 4.0),
+    )
+
+
+def _usd(value: float) -> str:
+    return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"
+
+
+def tco_rows(tco: dict[str, Any]) -> list[list[str]]:
+    """The comparison as rows [line, InfiniBand, RoCEv2, IB - RoCE, how] (report.py and `make tco`)."""
+    if not tco["applies"]:
+        return [["fabric", "none", "none", "$0", tco["reason"]]]
+    ib, roce = tco["fabrics"]["infiniband"], tco["fabrics"]["roce"]
+    c, inputs = tco["counts"], tco["inputs"]
+    years = f"{tco['years']:g} years"
+    how = {
+        "nics": f"{c['nics']} NICs ({tco['nodes']} nodes x {tco['rails']} rails)",
+        "switches": f"{c['switches']} switch{'' if c['switches'] == 1 else 'es'} "
+        f"({c['leaves']} leaf + {c['spines']} spine)",
+        "optics": f"{c['links']} links ({c['host_links']} host + {c['uplinks']} uplinks)",
+        "support": f"{inputs['support_fraction_per_year']:.0%}/year of the hardware x {years}",
+        "staff": f"staff cost per year x {years}",
+        "power": f"{_kw(ib['power_kw'])} / {_kw(roce['power_kw'])} kW x 8760 h x {years} "
+        f"at ${inputs['power_usd_per_kwh']:.2f}/kWh",
+    }
+    label = {"nics": "NICs", "switches": "switches", "optics": "optics and cabling", "support": "support",
+             "staff": "fabric staff", "power": "switch and optics power"}  # fmt: skip
+    rows = [
+        [label[k], _usd(ib["lines_usd"][k]), _usd(roce["lines_usd"][k]),
+         _usd(ib["lines_usd"][k] - roce["lines_usd"][k]), how[k]]
+        for k in LINE_NAMES
+    ]  # fmt: skip
+    rows.append(
+        ["fabric total", _usd(ib["total_usd"]), _usd(roce["total_usd"]), _usd(tco["delta_usd"]), f"over {years}"]
+    )
+    perf = tco["performance"]
+    rng = perf["range"]
+    rows.append(
+        [
+            "RoCE performance",
+            _usd(0),
+            _usd(perf["lost_usd"]),
+            _usd(-perf["lost_usd"]),
+            f"at {perf['roce_performance_ratio']:.0%} of InfiniBand: {perf['lost_gpu_hours']:,.0f} GPU-h not "
+            f"delivered x ${perf['gpu_hour_usd']:.2f}/GPU-h (at 85%: {_usd(rng['low_ratio']['lost_usd'])}, "
+            f"at 95%: {_usd(rng['high_ratio']['lost_usd'])})",
+        ]
+    )
+    rows.append(
+        [
+            "total with performance",
+            _usd(ib["total_usd"]),
+            _usd(tco["roce_with_performance_usd"]),
+            _usd(ib["total_usd"] - tco["roce_with_performance_usd"]),
+            f"cheaper: {'RoCEv2' if tco['cheaper_with_performance'] == 'roce' else 'InfiniBand'}",
+        ]
+    )
+    return rows
+
+
+def _kw(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def tco_text(tco: dict[str, Any]) -> str:
+    """The comparison as a plain-text table (what `make tco` prints)."""
+    header = ["", "InfiniBand", "RoCEv2", "IB - RoCE", "how"]
+    rows = [header, *tco_rows(tco)]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+
+    def line(r: list[str]) -> str:
+        cells = [r[0].ljust(widths[0]), *(r[i].rjust(widths[i]) for i in (1, 2, 3)), r[4]]
+        return "  ".join(cells).rstrip()
+
+    lines = [f"Fabric cost: {tco['reason']}", *(line(r) for r in rows)]
+    if tco["applies"]:
+        lines.append(tco["caveat"])
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["PlanError", "fabric_tco", "fabric_tco_for", "plan_fabric_tco", "tco_rows", "tco_text"]

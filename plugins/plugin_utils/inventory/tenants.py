@@ -1,0 +1,99 @@
+"""The teams that share the cluster (inventory ``gpucluster_tenants``) and the scheduler it runs.
+
+One list serves both scheduling paths: on Slurm each team is an account whose fair-share
+weight is its share (``RawShares``, slurm/accounting), on Kubernetes a Kueue LocalQueue whose
+nominal quota is its share of the GPUs (kubernetes/). The schema (schema_v1.json) has typed
+every field already; this module adds the rules across fields and turns shares into GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    check_choice,
+    check_range,
+    require,
+)
+
+FIELD = "gpucluster_tenants"
+#: gpucluster_cluster.scheduler: the batch scheduler the plan configures (docs/kubernetes.md)
+SCHEDULERS = ("slurm", "kubernetes")
+DEFAULT_SCHEDULER = "slurm"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A team: its guaranteed share of the GPUs and what it may borrow, in GPUs of this cluster."""
+
+    name: str
+    gpu_share_percent: float
+    gpus: int
+    borrowing_limit_percent: float
+    borrowing_limit_gpus: int
+    fairshare: int  # Slurm RawShares: the share in percent, as the integer sacctmgr takes
+    users: list[str] = field(default_factory=list)
+
+
+def scheduler(cluster: dict[str, Any]) -> str:
+    """``gpucluster_cluster.scheduler``: slurm (default) or kubernetes."""
+    value = cluster.get("scheduler")
+    return DEFAULT_SCHEDULER if value is None else check_choice(value, "gpucluster_cluster.scheduler", SCHEDULERS)
+
+
+def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
+    """Check ``gpucluster_tenants`` and size each team's share in GPUs (floors: never above the cluster).
+
+    Shares are guarantees, so together they may not exceed the cluster (100%); a share too small
+    to be one GPU is refused rather than silently becoming zero.
+    """
+    if raw is None:
+        return []
+    require(isinstance(raw, list), FIELD, raw, "a list of teams: {name, gpu_share_percent, ...}")
+    out: list[Tenant] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = f"{FIELD}[{i}]"
+        name = item["name"]
+        require(name not in seen, f"{where}.name", name, "a name no other team has")
+        seen.add(name)
+        share = check_range(item["gpu_share_percent"], f"{where}.gpu_share_percent", 0, 100, unit="%")
+        require(share > 0, f"{where}.gpu_share_percent", share, "a number > 0% and <= 100%")
+        gpus = math.floor(gpus_total * share / 100)
+        require(
+            gpus >= 1,
+            f"{where}.gpu_share_percent",
+            share,
+            f"a share of at least one GPU: >= {100 / gpus_total:g}% of this cluster's {gpus_total} GPUs",
+        )
+        limit = check_range(
+            item.get("borrowing_limit_percent", 100), f"{where}.borrowing_limit_percent", 0, 100, unit="%"
+        )
+        users = list(item.get("users") or [])
+        require(len(set(users)) == len(users), f"{where}.users", users, "each user name once")
+        out.append(
+            Tenant(
+                name=name,
+                gpu_share_percent=share,
+                gpus=gpus,
+                borrowing_limit_percent=limit,
+                borrowing_limit_gpus=math.floor(gpus_total * limit / 100),
+                fairshare=max(1, round(share)),
+                users=users,
+            )
+        )
+    total = sum(t.gpu_share_percent for t in out)
+    require(
+        total <= 100,
+        FIELD,
+        f"shares summing to {total:g}%",
+        "gpu_share_percent values summing to at most 100% (each share is a guarantee of the cluster's GPUs)",
+    )
+    return out
+
+
+def tenants_plan(raw: Any, gpus_total: int) -> list[dict[str, Any]]:
+    """``plan["tenants"]``: the checked teams as plain data, in inventory order."""
+    return [asdict(t) for t in tenants(raw, gpus_total)]

@@ -1,0 +1,563 @@
+"""The Kubernetes objects a GPU training cluster needs, computed from the plan (docs/kubernetes.md).
+
+Used when ``gpucluster_cluster.scheduler`` is ``kubernetes``. The collection does not install
+Kubernetes (the site brings kubeadm, Kubespray or a vendor distribution, with Kueue, KubeRay, the
+NVIDIA GPU Operator and the NVIDIA Network Operator); it computes what sits on it, as plain data:
+
+- node labels and taints per compute node (GPU model and count, NVLink domain, fabric block,
+  rack, cooling, storage) and a Kueue ``Topology`` over them so a gang lands under as few switches
+  as possible;
+- Kueue: a ``ResourceFlavor`` for the GPU model, ``ClusterQueue``s whose quotas add up to exactly
+  what the nodes have, a ``LocalQueue`` per team (``plan["tenants"]``) and ``WorkloadPriorityClass``es;
+- KubeRay: a ``RayCluster`` and a ``RayJob`` whose workers take whole nodes, with the plan's NCCL
+  environment, the shared file system and the RDMA devices;
+- the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``.
+
+Pure: takes the plan (and nothing else), returns ``{"nodes", "manifests", "kustomization", ...}``;
+each manifest entry is ``{"path": "<dir>/<name>.yaml", "object": {...}, "template": bool}`` with plain
+JSON types; ``template`` objects (the KubeRay jobs) are for the teams to submit, never applied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+
+#: label prefix of the collection's own node labels
+PREFIX = "gpucluster.io"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # set by the kubelet on every node (Kubernetes well-known labels)
+#: the GPU Operator's device plugin advertises this extended resource
+#: (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html)
+GPU_RESOURCE = "nvidia.com/gpu"
+#: the Network Operator's RDMA shared device plugin advertises rdma/<resourceName>
+#: (https://github.com/Mellanox/k8s-rdma-shared-dev-plugin#rdma-shared-device-plugin-configurations)
+RDMA_RESOURCE_NAME = "rdma_shared_device_a"
+RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
+#: taint that keeps pods which do not ask for GPUs off the GPU nodes
+GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+#: what a whole-node worker leaves to the node's DaemonSets (GPU/Network Operator agents, DCGM
+#: exporter, node-exporter, CNI): a project choice, not a hardware number
+DAEMONSET_CPU = 4
+DAEMONSET_MEMORY_MIB = 16 * 1024
+#: Ray head pod (no GPU, no storage mounts: it may run on any node without the GPU taint): a project choice
+RAY_HEAD_CPU = 8
+RAY_HEAD_MEMORY = "32Gi"
+#: images: pinned here, overridden per site with kustomize's ``images:`` in the overlay
+RAY_VERSION = "2.40.0"
+RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py310-gpu"
+RDMA_PLUGIN = {"image": "k8s-rdma-shared-dev-plugin", "repository": "ghcr.io/mellanox", "version": "v1.5.2"}
+#: Kueue priorities: values are relative (higher admits first and may preempt lower)
+#: (https://kueue.sigs.k8s.io/docs/concepts/workload_priority_class/)
+PRIORITIES = (
+    ("production", 10000, "deadline-bound training and evaluation; may preempt lower priorities"),
+    ("normal", 1000, "the default for research training"),
+    ("preemptible", 100, "best-effort work that borrows idle GPUs and is preempted first"),
+)
+DEFAULT_PRIORITY = "normal"
+DEFAULT_NAMESPACE = "training"
+#: objects rendered as templates to submit, never applied by the role (kuberay/)
+TEMPLATE_KINDS = frozenset({"RayJob", "RayCluster"})
+#: the RayJob template's entrypoint: the cluster's resources as Ray sees them (GPUs = the plan's)
+ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources())'"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What one compute node offers to pods (the quota unit)."""
+
+    gpus: int
+    cpus: int
+    memory_mib: int
+    rdma: int
+
+
+def _dns(name: str) -> str:
+    """A name usable as a Kubernetes object name (RFC 1123): h100_sxm -> h100-sxm."""
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _node_shape(plan: dict[str, Any]) -> NodeShape:
+    slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/slurm.py), computed once
+    cpus = int(str(slurm["node_line"]).split("CPUs=")[1].split()[0])
+    gpus = int(plan["cluster"]["gpus_per_node"])
+    # one RDMA share per GPU: at most one pod per GPU needs the HCAs (rdmaHcaMax below)
+    return NodeShape(gpus=gpus, cpus=cpus, memory_mib=int(slurm["real_memory_mib"]), rdma=gpus)
+
+
+def _blocks(plan: dict[str, Any]) -> dict[str, str]:
+    """Host -> its scalable unit (the hosts that share the same leaf switches) from the fabric plan."""
+    cabling = plan["fabric"].get("cabling") or {}
+    out: dict[str, str] = {}
+    for su in cabling.get("scalable_units") or []:
+        for host in su["hosts"]:
+            out[host] = su["name"]
+    return out
+
+
+def topology_levels(plan: dict[str, Any]) -> list[str]:
+    """Kueue Topology levels, widest first, from the fabric plan.
+
+    A fat tree has blocks (scalable units under their leaves) joined by spines, and racks within a
+    block: block > rack > hostname. A rail-optimized fabric or a single switch has one leaf group
+    that every node touches on all rails: leaf group > hostname. Kueue places a gang in the lowest
+    level that holds it (https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/)."""
+    if plan["fabric"]["topology"] == "fat_tree":
+        return [f"{PREFIX}/block", f"{PREFIX}/rack", HOSTNAME_LABEL]
+    return [f"{PREFIX}/leaf-group", HOSTNAME_LABEL]
+
+
+def node_labels(plan: dict[str, Any], cooling: str) -> dict[str, dict[str, Any]]:
+    """Per compute node: labels and taints (plan["kubernetes"]["nodes"])."""
+    cl = plan["cluster"]
+    compute = [h for h, v in plan["hosts"].items() if "compute" in v["roles"]]
+    blocks = _blocks(plan)
+    per_rack = int(plan["power"]["nodes_per_rack"])
+    out: dict[str, dict[str, Any]] = {}
+    for i, host in enumerate(compute):
+        block = blocks.get(host, cl["name"])  # no switched fabric: the whole cluster is one block
+        out[host] = {
+            "labels": {
+                f"{PREFIX}/cluster": cl["name"],
+                f"{PREFIX}/gpu-model": cl["gpu_model"],
+                f"{PREFIX}/gpu-count": str(cl["gpus_per_node"]),
+                # an HGX/DGX board: its GPUs share NVSwitches, the NVLink domain is the node itself
+                f"{PREFIX}/nvlink-domain": host,
+                f"{PREFIX}/fabric": plan["fabric"]["type"],
+                f"{PREFIX}/block": block,
+                f"{PREFIX}/leaf-group": block,
+                f"{PREFIX}/rack": f"rack{i // per_rack + 1:02d}",  # the power plan's nodes per rack
+                f"{PREFIX}/cooling": cooling,
+                f"{PREFIX}/storage": plan["storage"]["type"],
+            },
+            "taints": [dict(GPU_TAINT)],
+        }
+    return out
+
+
+def _quantity(resource: str, value: int) -> Any:
+    return f"{value}Mi" if resource == "memory" else value
+
+
+def _split(total: int, percent: float) -> int:
+    return math.floor(total * percent / 100)
+
+
+def _quotas(plan: dict[str, Any], shape: NodeShape) -> dict[str, int]:
+    nodes = int(plan["cluster"]["compute_nodes"])
+    return {
+        GPU_RESOURCE: int(plan["cluster"]["gpus_total"]),
+        "cpu": shape.cpus * nodes,
+        "memory": shape.memory_mib * nodes,
+        RDMA_RESOURCE: shape.rdma * nodes,
+    }
+
+
+def _resource_group(flavor: str, quota: dict[str, int], borrowing: dict[str, int] | None) -> dict[str, Any]:
+    resources = []
+    for name, value in quota.items():
+        entry: dict[str, Any] = {"name": name, "nominalQuota": _quantity(name, value)}
+        if borrowing is not None:
+            entry["borrowingLimit"] = _quantity(name, borrowing[name])
+        resources.append(entry)
+    return {"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": resources}]}
+
+
+def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpucluster.tiers"}}
+    if namespace:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"].update(labels)
+    return meta
+
+
+def check_tenants(tenants: list[dict[str, Any]], gpus_total: int) -> None:
+    """Tenants' guaranteed GPUs fit the cluster (the inventory layer checks shares; this checks GPUs)."""
+    total = 0
+    for i, t in enumerate(tenants):
+        require(
+            0 <= int(t["gpus"]) <= gpus_total,
+            f"gpucluster_tenants[{i}].gpu_share_percent",
+            t["gpu_share_percent"],
+            f"a share whose GPUs fit the cluster's {gpus_total} GPUs",
+        )
+        total += int(t["gpus"])
+    require(
+        total <= gpus_total,
+        "gpucluster_tenants",
+        [t["name"] for t in tenants],
+        f"guaranteed GPUs summing to at most the cluster's {gpus_total} (found {total})",
+    )
+
+
+def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> list[dict[str, Any]]:
+    """Topology, ResourceFlavor, Cohort, ClusterQueues, LocalQueues, WorkloadPriorityClasses."""
+    cl = plan["cluster"]
+    name = _dns(cl["name"])
+    flavor = _dns(cl["gpu_model"])
+    api = "kueue.x-k8s.io/v1beta2"
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": api,
+            "kind": "Topology",
+            "metadata": _meta(name),
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+        },
+        {
+            "apiVersion": api,
+            "kind": "ResourceFlavor",
+            "metadata": _meta(flavor),
+            "spec": {
+                "nodeLabels": {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"]},
+                "tolerations": [dict(GPU_TOLERATION)],
+                "topologyName": name,
+            },
+        },
+    ]
+    for prio, value, why in PRIORITIES:
+        out.append(
+            {
+                "apiVersion": api,
+                "kind": "WorkloadPriorityClass",
+                "metadata": _meta(prio),
+                "value": value,
+                "description": why,
+            }
+        )
+    total = _quotas(plan, shape)
+    tenants = plan.get("tenants") or []
+    preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    if not tenants:
+        out.append(
+            {
+                "apiVersion": api,
+                "kind": "ClusterQueue",
+                "metadata": _meta(name),
+                "spec": {
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [_resource_group(flavor, total, None)],
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": api,
+                "kind": "LocalQueue",
+                "metadata": _meta(name, DEFAULT_NAMESPACE),
+                "spec": {"clusterQueue": name},
+            }
+        )
+        return out
+    check_tenants(tenants, int(cl["gpus_total"]))
+    rest = dict(total)
+    for t in tenants:
+        share = float(t["gpu_share_percent"])
+        limit = float(t["borrowing_limit_percent"])
+        quota = {r: (int(t["gpus"]) if r == GPU_RESOURCE else _split(v, share)) for r, v in total.items()}
+        borrow = {
+            r: (int(t["borrowing_limit_gpus"]) if r == GPU_RESOURCE else _split(v, limit)) for r, v in total.items()
+        }
+        for r in rest:
+            rest[r] -= quota[r]
+        out.append(
+            {
+                "apiVersion": api,
+                "kind": "ClusterQueue",
+                "metadata": _meta(t["name"], labels={f"{PREFIX}/tenant": t["name"]}),
+                "spec": {
+                    "cohortName": name,
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t["name"]}},
+                    "preemption": dict(preemption),
+                    "resourceGroups": [_resource_group(flavor, quota, borrow)],
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": api,
+                "kind": "LocalQueue",
+                "metadata": _meta(t["name"], t["name"], {f"{PREFIX}/tenant": t["name"]}),
+                "spec": {"clusterQueue": t["name"]},
+            }
+        )
+    # the cohort holds what no team is guaranteed (shares under 100 %, rounding): any team borrows it
+    cohort: dict[str, Any] = {"apiVersion": api, "kind": "Cohort", "metadata": _meta(name), "spec": {}}
+    if any(v > 0 for v in rest.values()):
+        cohort["spec"]["resourceGroups"] = [_resource_group(flavor, rest, None)]
+    out.append(cohort)
+    return out
+
+
+def namespaces(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """A namespace per team (else one ``training`` namespace) and its users' RoleBinding to ``edit``."""
+    tenants = plan.get("tenants") or []
+    out: list[dict[str, Any]] = []
+    if not tenants:
+        return [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(DEFAULT_NAMESPACE)}]
+    for t in tenants:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": _meta(t["name"], labels={f"{PREFIX}/tenant": t["name"]}),
+            }
+        )
+        if t.get("users"):
+            out.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": _meta(f"{t['name']}-edit", t["name"]),
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                    "subjects": [
+                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in t["users"]
+                    ],
+                }
+            )
+    return out
+
+
+def nccl_env(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """The plan's /etc/nccl.conf as container env (same keys, same values: HCAs, GID index and TC on RoCE,
+    socket interface). The workers use the host network, so the interface names are the nodes' own."""
+    return [{"name": k, "value": str(v)} for k, v in sorted(plan["nccl"]["conf"].items())]
+
+
+def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """hostPath volumes for the shared file system paths the compute role mounts on every node."""
+    st = plan["storage"]
+    paths = dict(st.get("paths") or {})
+    if st.get("local_scratch"):
+        paths["scratch"] = st["local_scratch"]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]  # NCCL's shared-memory transport
+    for key, path in sorted(paths.items()):
+        vol = _dns(key)
+        volumes.append({"name": vol, "hostPath": {"path": path, "type": "Directory"}})
+        mounts.append({"name": vol, "mountPath": path})
+    return volumes, mounts
+
+
+def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> dict[str, Any]:
+    """A RayCluster spec whose workers take whole nodes (all GPUs, the RDMA devices) with the plan's NCCL env."""
+    cl = plan["cluster"]
+    nodes = int(cl["compute_nodes"])
+    volumes, mounts = _storage_mounts(plan)
+    worker_cpu = shape.cpus - DAEMONSET_CPU
+    worker_mem = shape.memory_mib - DAEMONSET_MEMORY_MIB
+    limits = {
+        GPU_RESOURCE: shape.gpus,
+        RDMA_RESOURCE: 1,
+        "cpu": worker_cpu,
+        "memory": f"{worker_mem}Mi",
+    }
+    worker_pod = {
+        "metadata": {
+            # Kueue TAS: keep the gang in one block / leaf group if it fits (podset-preferred-topology)
+            "annotations": {"kueue.x-k8s.io/podset-preferred-topology": levels[0]},
+            "labels": {f"{PREFIX}/role": "ray-worker"},
+        },
+        "spec": {
+            # host network: NCCL_SOCKET_IFNAME and the rails' netdevs are the node's own (plan["nccl"])
+            "hostNetwork": True,
+            "dnsPolicy": "ClusterFirstWithHostNet",
+            "nodeSelector": {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"]},
+            "tolerations": [dict(GPU_TOLERATION)],
+            "volumes": volumes,
+            "containers": [
+                {
+                    "name": "ray-worker",
+                    "image": RAY_IMAGE,
+                    "env": nccl_env(plan),
+                    "resources": {"limits": dict(limits), "requests": dict(limits)},
+                    # RDMA registers (pins) memory: IPC_LOCK lifts the locked-memory limit
+                    # (https://docs.nvidia.com/networking/display/cokan10/network+operator)
+                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                    "volumeMounts": mounts,
+                }
+            ],
+        },
+    }
+    head_pod = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "ray-head",
+                    "image": RAY_IMAGE,
+                    "ports": [
+                        {"containerPort": 6379, "name": "gcs"},
+                        {"containerPort": 8265, "name": "dashboard"},
+                        {"containerPort": 10001, "name": "client"},
+                    ],
+                    "resources": {
+                        "limits": {"cpu": RAY_HEAD_CPU, "memory": RAY_HEAD_MEMORY},
+                        "requests": {"cpu": RAY_HEAD_CPU, "memory": RAY_HEAD_MEMORY},
+                    },
+                }
+            ],
+        }
+    }
+    return {
+        "rayVersion": RAY_VERSION,
+        "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"}, "template": head_pod},
+        "workerGroupSpecs": [
+            {
+                "groupName": "gpu-nodes",
+                "replicas": nodes,
+                "minReplicas": nodes,
+                "maxReplicas": nodes,
+                "rayStartParams": {"num-gpus": str(shape.gpus)},
+                "template": worker_pod,
+            }
+        ],
+    }
+
+
+def ray_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> list[dict[str, Any]]:
+    """A RayJob (batch training, admitted by Kueue as one gang) and a RayCluster (interactive), both templates."""
+    tenants = plan.get("tenants") or []
+    ns = tenants[0]["name"] if tenants else DEFAULT_NAMESPACE
+    queue = tenants[0]["name"] if tenants else _dns(plan["cluster"]["name"])
+    labels = {"kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/priority-class": DEFAULT_PRIORITY}
+    name = _dns(plan["cluster"]["name"])
+    spec = ray_cluster_spec(plan, shape, levels)
+    return [
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": _meta(f"{name}-train", ns, labels),
+            "spec": {
+                # the site's training entrypoint goes here; this one prints the GPUs Ray sees (a smoke test)
+                "entrypoint": ENTRYPOINT,
+                "shutdownAfterJobFinishes": True,
+                "ttlSecondsAfterFinished": 600,
+                "rayClusterSpec": spec,
+            },
+        },
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "metadata": _meta(f"{name}-interactive", ns, labels),
+            "spec": spec,
+        },
+    ]
+
+
+def operator_policies(plan: dict[str, Any], shape: NodeShape) -> list[dict[str, Any]]:
+    """GPU Operator ClusterPolicy and Network Operator NicClusterPolicy.
+
+    Driver: the site's (driver.enabled false): the node image brings it with the GPUDirect RDMA
+    module (nvidia-peermem), as the Network Operator's host DOCA/OFED driver, so a driver container
+    never reloads the module under running pods. Clocks and power limit: left to the node, at boot,
+    before the kubelet starts pods: plan["gpu"]["clocks"]["apply_args"] (nvidia-smi), what the Slurm
+    path's gpucluster-gpu-clocks.service runs; the ClusterPolicy has no clock-lock or power-limit
+    setting. DCGM exporter: on, run by the operator (the Kubernetes path installs no host exporter),
+    its standalone hostengine off (the exporter embeds one). MIG strategy none: training takes
+    whole GPUs.
+    (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html#pre-installed-nvidia-gpu-drivers)
+    """
+    tolerations = [dict(GPU_TOLERATION)]
+    cluster_policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": _meta("cluster-policy"),
+        "spec": {
+            "operator": {"defaultRuntime": "containerd"},
+            "daemonsets": {"tolerations": tolerations},
+            "driver": {"enabled": False},
+            "toolkit": {"enabled": True},
+            "devicePlugin": {"enabled": True},
+            "dcgm": {"enabled": False},  # the exporter embeds its own hostengine
+            "dcgmExporter": {"enabled": True},
+            "gfd": {"enabled": True},
+            "nodeStatusExporter": {"enabled": False},
+            "mig": {"strategy": "none"},
+        },
+    }
+    netdevs = [r["netdev"] for r in plan["fabric_host"]["rails"]]
+    config = {
+        "configList": [
+            {
+                "resourceName": RDMA_RESOURCE_NAME,
+                "rdmaHcaMax": shape.rdma,
+                # exactly the compute HCAs (one per rail); the storage NICs stay with the host's Lustre client
+                "selectors": {"ifNames": netdevs},
+            }
+        ]
+    }
+    nic_policy = {
+        "apiVersion": "mellanox.com/v1alpha1",
+        "kind": "NicClusterPolicy",
+        "metadata": _meta("nic-cluster-policy"),
+        "spec": {
+            "tolerations": tolerations,
+            "rdmaSharedDevicePlugin": dict(RDMA_PLUGIN, config=json.dumps(config, sort_keys=True)),
+        },
+    }
+    return [cluster_policy, nic_policy] if netdevs else [cluster_policy]
+
+
+def _path(obj: dict[str, Any]) -> str:
+    kind = obj["kind"]
+    group = {
+        "Topology": "kueue",
+        "ResourceFlavor": "kueue",
+        "Cohort": "kueue",
+        "ClusterQueue": "kueue",
+        "LocalQueue": "kueue",
+        "WorkloadPriorityClass": "kueue",
+        "RayJob": "kuberay",
+        "RayCluster": "kuberay",
+        "ClusterPolicy": "operators",
+        "NicClusterPolicy": "operators",
+        "Node": "nodes",
+    }.get(kind, "namespaces")
+    ns = obj["metadata"].get("namespace")
+    stem = f"{kind.lower()}-{ns + '-' if ns else ''}{obj['metadata']['name']}"
+    return f"{group}/{stem}.yaml"
+
+
+def kubernetes_plan(plan: dict[str, Any], cooling: str = "air") -> dict[str, Any]:
+    """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization."""
+    shape = _node_shape(plan)
+    levels = topology_levels(plan)
+    nodes = node_labels(plan, cooling)
+    node_objects = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": h, "labels": v["labels"]},
+            "spec": {"taints": v["taints"]},
+        }
+        for h, v in nodes.items()
+    ]
+    objects = (
+        namespaces(plan)
+        + node_objects
+        + kueue_objects(plan, shape, levels)
+        + ray_objects(plan, shape, levels)
+        + operator_policies(plan, shape)
+    )
+    # the KubeRay objects are templates for the teams to submit (kubectl create -f): applying them would
+    # start a job, or hold every GPU node with an idle RayCluster; they stay out of the kustomization
+    manifests = [{"path": _path(o), "object": o, "template": o["kind"] in TEMPLATE_KINDS} for o in objects]
+    paths = [m["path"] for m in manifests]
+    require(len(set(paths)) == len(paths), "gpucluster_tenants", paths, "team names distinct from each other")
+    return {
+        "nodes": nodes,
+        "node_shape": {"gpus": shape.gpus, "cpus": shape.cpus, "memory_mib": shape.memory_mib, "rdma": shape.rdma},
+        "topology_levels": levels,
+        "rdma_resource": RDMA_RESOURCE,
+        "manifests": manifests,
+        "kustomization": {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [m["path"] for m in manifests if not m["template"]],
+        },
+    }

@@ -1,0 +1,498 @@
+"""Grafana dashboards as code, from the plan, with the provisioning files that load them.
+
+The dashboards are built with grafanalib (https://github.com/weaveworks/grafanalib, pure
+Python, one dependency, attrs). grafana-foundation-sdk, Grafana Labs' generated SDK, was the other
+candidate; its releases are pinned to one Grafana schema version each and it is not on the
+project's package mirror, while grafanalib's TimeSeries/Text panels are all these dashboards use.
+
+What the dashboards show and where each metric comes from (:data:`METRIC_SOURCES`):
+
+- ``gpu``: utilisation, power, temperature, SM and memory clocks, framebuffer used and the last
+  XID per GPU, from dcgm-exporter: only the counters the plan enables (``plan.dcgm.exporter.counters``,
+  the compute role's dcgm-exporter counters file). The power and temperature panels draw the alert
+  thresholds (``plan.monitoring.thresholds``).
+- ``fabric``: NVLink bandwidth and CRC errors (dcgm-exporter), InfiniBand port traffic, errors,
+  state and rate of the HCAs the plan cables (node-exporter's infiniband collector), with the
+  same ``device`` selector and link-rate threshold as the InfiniBand alerts.
+- ``storage``: disk and network throughput per host (node-exporter's diskstats and netdev
+  collectors) and, on NFS sites, NFS client read/write operations (its nfs collector). Lustre has
+  no exporter here: node-exporter has no Lustre collector and Debian packages no Lustre exporter.
+- ``cooling``: the DLC loop's supply, return, flow and ΔT from the site's BMC/CDU exporter, with
+  the coolant alerts' thresholds. Air-cooled sites get a text panel saying why it is empty.
+
+There is no Slurm queue dashboard: Debian packages no Slurm exporter and the plan scrapes none
+(docs/monitoring.md, "Grafana dashboards").
+
+Dashboards do not grow with the cluster: one panel per metric, one series per host/GPU/port by
+its labels, and a ``host`` variable (``$host``) to narrow them. Every query reads only metrics in
+:func:`metric_catalogue`; the unit tests parse each query with promtool and hold that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    from grafanalib import core as grafana
+    from grafanalib._gen import DashboardEncoder
+except ImportError as exc:  # declared in pyproject.toml and execution-environment.yml
+    grafana = None
+    DashboardEncoder = None
+    GRAFANALIB_IMPORT_ERROR: ImportError | None = exc
+else:
+    GRAFANALIB_IMPORT_ERROR = None
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
+    COOLANT_METRICS,
+    FLOW,
+    IB_ACTIVE,
+    NVLINK_WINDOW,
+    RETURN,
+    SUPPLY,
+)
+
+#: Grafana's default HTTP port (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port)
+GRAFANA_PORT = 3000
+DATASOURCE_UID = "gpucluster-prometheus"
+DATASOURCE_NAME = "gpucluster Prometheus"
+#: where the provider reads the dashboards' JSON; the Debian/RPM package runs Grafana as user grafana,
+#: which reads these world-readable files (roles/head/vars/files.yml writes them 0644)
+DASHBOARD_DIR = "/var/lib/grafana/dashboards/gpucluster"
+PROVISIONING_DIR = "/etc/grafana/provisioning"
+RATE_WINDOW = "5m"  # 10 scrape intervals of 30 s (prometheus.py SCRAPE_INTERVAL)
+#: dashboard variables and what the checks put in their place (a regex matching every value)
+VARIABLES = {"host": ".*"}
+HOST = 'host=~"$host"'
+
+#: Metrics the dashboards may read beyond the plan's dcgm counters and coolant metrics, with where they
+#: come from. node-exporter collectors (v1.5, Debian 12's prometheus-node-exporter):
+#: https://github.com/prometheus/node_exporter/blob/v1.5.0/collector/infiniband_linux.go,
+#: .../collector/diskstats_linux.go, .../collector/netdev_common.go, .../collector/nfs_linux.go
+NODE_EXPORTER_METRICS = {
+    "node_infiniband_port_data_received_bytes_total": "infiniband collector (port_rcv_data x 4 lanes)",
+    "node_infiniband_port_data_transmitted_bytes_total": "infiniband collector (port_xmit_data x 4 lanes)",
+    "node_infiniband_symbol_error_total": "infiniband collector (symbol_error)",
+    "node_infiniband_link_downed_total": "infiniband collector (link_downed)",
+    "node_infiniband_state_id": "infiniband collector (port state, 4 = ACTIVE)",
+    "node_infiniband_rate_bytes_per_second": "infiniband collector (port rate)",
+    "node_disk_read_bytes_total": "diskstats collector",
+    "node_disk_written_bytes_total": "diskstats collector",
+    "node_network_receive_bytes_total": "netdev collector",
+    "node_network_transmit_bytes_total": "netdev collector",
+    "node_nfs_requests_total": "nfs collector (client RPC operations by method)",
+}
+#: Prometheus' own per-target series (https://prometheus.io/docs/concepts/jobs_instances/)
+PROMETHEUS_METRICS = {"up": "Prometheus, per scrape target"}
+
+
+def _require_grafanalib() -> None:
+    if grafana is None:
+        raise RuntimeError(
+            "the Grafana dashboards need the Python package grafanalib on the controller "
+            f"(pyproject.toml, execution-environment.yml): {GRAFANALIB_IMPORT_ERROR}"
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """A threshold line: from ``value`` on, the colour; ``plan`` names the plan key it comes from."""
+
+    value: float | None
+    color: str
+    plan: str = ""
+
+
+@dataclass
+class Panel:
+    title: str
+    queries: list[Query] = field(default_factory=list)
+    unit: str = "short"
+    steps: list[Step] = field(default_factory=list)
+    description: str = ""
+    text: str = ""  # a text panel (no queries) when set
+
+
+def metric_catalogue(plan: dict[str, Any]) -> dict[str, str]:
+    """Every metric name a panel may use, with the exporter or rule that provides it."""
+    cat = {c["field"]: "dcgm-exporter (plan.dcgm.exporter.counters)" for c in plan["dcgm"]["exporter"]["counters"]}
+    cat.update({k: f"node-exporter {v}" for k, v in NODE_EXPORTER_METRICS.items()})
+    cat.update(PROMETHEUS_METRICS)
+    if plan["cooling"]["cooling"] == "dlc":
+        cat.update({m: "the site's BMC/CDU exporter (docs/monitoring.md)" for m in COOLANT_METRICS})
+    return cat
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENT = re.compile(r"(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()")
+_KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "inf", "nan"})
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression reads (identifiers that are not functions, keywords,
+    label names, label values or grouping labels)."""
+    text = _STRINGS.sub('""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)  # selectors: label names and values
+    text = re.sub(r"\[[^\]]*\]", "", text)  # range windows
+    text = _GROUPING.sub("", text)
+    return {m for m in _IDENT.findall(text) if m.lower() not in _KEYWORDS}
+
+
+def substitute(expr: str) -> str:
+    """A panel query with its dashboard variables replaced by what matches every value."""
+    for name, value in VARIABLES.items():
+        expr = expr.replace(f"${name}", value)
+    return expr
+
+
+def _threshold_steps(plan: dict[str, Any], *pairs: tuple[str, str]) -> list[Step]:
+    """Steps for the alerts named (alert, colour) that the plan has, in rising order."""
+    thresholds = plan["monitoring"]["thresholds"]
+    steps = [Step(thresholds[a]["value"], color, thresholds[a]["plan"]) for a, color in pairs if a in thresholds]
+    return sorted(steps, key=lambda s: s.value or 0)
+
+
+def _gpu_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
+    sel = "{" + HOST + "}"
+    gpu = "{{host}} GPU {{gpu}}"
+    ok = Step(None, "green")
+    candidates = [
+        Panel("GPU utilisation", [Query(f"DCGM_FI_DEV_GPU_UTIL{sel}", gpu)], "percent"),
+        Panel(
+            "GPU power draw",
+            [Query(f"DCGM_FI_DEV_POWER_USAGE{sel}", gpu)],
+            "watt",
+            [ok, *_threshold_steps(plan, ("GpuPowerAboveCap", "red"))],
+            "Red line: the GPU power limit the plan sets (gpu.clocks.power_limit_w); GpuPowerAboveCap fires above it.",
+        ),
+        Panel(
+            "GPU temperature",
+            [Query(f"DCGM_FI_DEV_GPU_TEMP{sel}", gpu)],
+            "celsius",
+            [ok, *_threshold_steps(plan, ("GpuTemperatureWarning", "orange"), ("GpuTemperatureCritical", "red"))],
+            "Lines: the warning and critical temperatures of the alerts (gpu.temperature.warn_c, critical_c).",
+        ),
+        Panel(
+            "SM clock (MHz)",
+            [Query(f"DCGM_FI_DEV_SM_CLOCK{sel}", gpu)],
+            "none",
+            description="The locked clock range is plan.gpu.clocks (nvidia-smi -lgc).",
+        ),
+        Panel("Memory clock (MHz)", [Query(f"DCGM_FI_DEV_MEM_CLOCK{sel}", gpu)], "none"),
+        Panel("Framebuffer used", [Query(f"DCGM_FI_DEV_FB_USED{sel}", gpu)], "mbytes"),
+        Panel(
+            "Last XID error",
+            [Query(f"DCGM_FI_DEV_XID_ERRORS{sel}", gpu)],
+            "none",
+            [ok, Step(1, "red", "any XID (GpuXidError)")],
+        ),
+    ]
+    return [p for p in candidates if all(metric_names(q.expr) <= counters for q in p.queries)]
+
+
+def _fabric_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
+    gpu = "{{host}} GPU {{gpu}}"
+    sel = "{" + HOST + "}"
+    panels = [
+        Panel(
+            "NVLink bandwidth counter rate",
+            [Query(f"rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{sel}[{RATE_WINDOW}])", gpu)],
+            "short",
+            description="Per-second increase of DCGM's total NVLink bandwidth counter over all lanes.",
+        ),
+        Panel(
+            f"NVLink CRC errors (new in {NVLINK_WINDOW})",
+            [Query(f"increase(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{sel}[{NVLINK_WINDOW}])", gpu)],
+            "short",
+            [Step(None, "green"), Step(1, "orange", "any new CRC error (GpuNvlinkErrors)")],
+        ),
+    ]
+    panels = [p for p in panels if all(metric_names(q.expr) <= counters for q in p.queries)]
+    fab = plan["fabric"]
+    if fab["type"] not in ("infiniband", "roce"):
+        return [
+            *panels,
+            Panel("InfiniBand", text=f"This site has no InfiniBand/RoCE fabric (fabric type {fab['type']}): no ports."),
+        ]
+    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    # the HCAs the plan cables, on compute nodes: the InfiniBand alerts' selector (alerts.py)
+    ib = "{" + HOST + ',role="compute"' + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
+    port = "{{host}} {{device}} port {{port}}"
+    rate = _threshold_steps(plan, ("InfinibandPortDegraded", "green"))
+    return [
+        *panels,
+        Panel(
+            "InfiniBand receive",
+            [Query(f"rate(node_infiniband_port_data_received_bytes_total{ib}[{RATE_WINDOW}]) * 8", port)],
+            "bps",
+        ),
+        Panel(
+            "InfiniBand transmit",
+            [Query(f"rate(node_infiniband_port_data_transmitted_bytes_total{ib}[{RATE_WINDOW}]) * 8", port)],
+            "bps",
+        ),
+        Panel(
+            "InfiniBand link rate (Gb/s)",
+            [Query(f"node_infiniband_rate_bytes_per_second{ib} * 8 / 1e9", port)],
+            "none",
+            [Step(None, "red"), *rate],
+            "Below the planned rate (fabric.link_rate_gbps) InfinibandPortDegraded fires.",
+        ),
+        Panel(
+            "InfiniBand port state",
+            [Query(f"node_infiniband_state_id{ib}", port)],
+            "none",
+            [Step(None, "red"), Step(IB_ACTIVE, "green", "ACTIVE (InfinibandPortDown)")],
+            "4 is ACTIVE; anything else fires InfinibandPortDown.",
+        ),
+        Panel(
+            f"InfiniBand errors (new in {NVLINK_WINDOW})",
+            [
+                Query(f"increase(node_infiniband_symbol_error_total{ib}[{NVLINK_WINDOW}])", "symbol " + port),
+                Query(f"increase(node_infiniband_link_downed_total{ib}[{NVLINK_WINDOW}])", "link downed " + port),
+            ],
+            "short",
+        ),
+    ]
+
+
+def _storage_panels(plan: dict[str, Any]) -> list[Panel]:
+    sel = "{" + HOST + "}"
+    net = "{" + HOST + ',device!="lo"}'
+    panels = [
+        Panel(
+            "Disk read",
+            [Query(f"rate(node_disk_read_bytes_total{sel}[{RATE_WINDOW}])", "{{host}} {{device}}")],
+            "Bps",
+        ),
+        Panel(
+            "Disk write",
+            [Query(f"rate(node_disk_written_bytes_total{sel}[{RATE_WINDOW}])", "{{host}} {{device}}")],
+            "Bps",
+        ),
+        Panel(
+            "Network receive",
+            [Query(f"rate(node_network_receive_bytes_total{net}[{RATE_WINDOW}])", "{{host}} {{device}}")],
+            "Bps",
+        ),
+        Panel(
+            "Network transmit",
+            [Query(f"rate(node_network_transmit_bytes_total{net}[{RATE_WINDOW}])", "{{host}} {{device}}")],
+            "Bps",
+        ),
+    ]
+    kind = plan["storage"]["type"]
+    if kind == "nfs":
+        nfs = "{" + HOST + ',method=~"Read|Write"}'
+        panels.append(
+            Panel(
+                "NFS client read/write operations",
+                [
+                    Query(
+                        f"sum by (host, method) (rate(node_nfs_requests_total{nfs}[{RATE_WINDOW}]))",
+                        "{{host}} {{method}}",
+                    )
+                ],
+                "ops",
+                description="Operations, not bytes: node-exporter's nfs collector counts RPCs.",
+            )
+        )
+    elif kind == "lustre":
+        panels.append(
+            Panel(
+                "Lustre",
+                text="No Lustre client or server metrics: node-exporter has no Lustre collector and Debian "
+                "packages no Lustre exporter. The network panels above include the LNet traffic.",
+            )
+        )
+    return panels
+
+
+def _cooling_panels(plan: dict[str, Any]) -> list[Panel]:
+    if plan["cooling"]["cooling"] != "dlc":
+        return [
+            Panel(
+                "Coolant loop",
+                text=f"Cooling is {plan['cooling']['cooling']}: the plan has no coolant loop and no coolant alerts.",
+            )
+        ]
+    loop = "{{loop}}"
+    return [
+        Panel(
+            "Coolant supply temperature",
+            [Query(SUPPLY, loop)],
+            "celsius",
+            [
+                Step(None, "green"),
+                *_threshold_steps(plan, ("CoolantSupplyWarning", "orange"), ("CoolantSupplyHigh", "red")),
+            ],
+        ),
+        Panel(
+            "Coolant return temperature",
+            [Query(RETURN, loop)],
+            "celsius",
+            [
+                Step(None, "green"),
+                *_threshold_steps(plan, ("CoolantReturnWarning", "orange"), ("CoolantReturnHigh", "red")),
+            ],
+        ),
+        Panel(
+            "Coolant flow (L/min)",
+            [Query(FLOW, loop)],
+            "none",
+            [
+                Step(None, "red"),
+                *_threshold_steps(plan, ("CoolantFlowCritical", "orange"), ("CoolantFlowLow", "green")),
+            ],
+            "The alerts fire at or below these values (CoolantFlowLow, CoolantFlowCritical).",
+        ),
+        Panel(
+            "Coolant ΔT (return − supply)",
+            [Query(f"{RETURN} - on(loop) {SUPPLY}", loop)],
+            "none",
+            [Step(None, "green"), *_threshold_steps(plan, ("CoolantDeltaTHigh", "orange"))],
+            "Kelvin; CoolantDeltaTHigh fires at or above the line (cooling.delta_t_high_k).",
+        ),
+    ]
+
+
+#: the dashboards: key -> (title, panel builder)
+DASHBOARDS = ("gpu", "fabric", "storage", "cooling")
+TITLES = {"gpu": "GPUs", "fabric": "NVLink and fabric", "storage": "Storage throughput", "cooling": "DLC loop"}
+
+
+def dashboard_panels(plan: dict[str, Any]) -> dict[str, list[Panel]]:
+    counters = {c["field"] for c in plan["dcgm"]["exporter"]["counters"]}
+    return {
+        "gpu": _gpu_panels(plan, counters),
+        "fabric": _fabric_panels(plan, counters),
+        "storage": _storage_panels(plan),
+        "cooling": _cooling_panels(plan),
+    }
+
+
+def _grafana_panel(panel: Panel, index: int, datasource: dict[str, str]) -> Any:
+    width, height = 12, 8
+    pos = grafana.GridPos(h=height, w=width, x=(index % 2) * width, y=(index // 2) * height)
+    if panel.text:
+        return grafana.Text(title=panel.title, content=panel.text, mode="markdown", gridPos=pos)
+    targets = [
+        grafana.Target(expr=q.expr, legendFormat=q.legend, refId=chr(ord("A") + i), datasource=datasource)
+        for i, q in enumerate(panel.queries)
+    ]
+    steps = [{"color": s.color, "value": s.value} for s in panel.steps] or [{"color": "green", "value": None}]
+    return grafana.TimeSeries(
+        title=panel.title,
+        description=panel.description,
+        dataSource=datasource,
+        targets=targets,
+        gridPos=pos,
+        unit=panel.unit,
+        thresholds=steps,
+        thresholdsStyleMode="line" if panel.steps else "off",
+    )
+
+
+def dashboard_json(plan: dict[str, Any], key: str, panels: list[Panel]) -> dict[str, Any]:
+    """One dashboard as Grafana's JSON model (a plain dict)."""
+    _require_grafanalib()
+    datasource = {"type": "prometheus", "uid": DATASOURCE_UID}
+    host = grafana.Template(
+        name="host",
+        label="host",
+        query='label_values(up{job="node"}, host)',
+        dataSource=datasource,
+        includeAll=True,
+        multi=True,
+        allValue=VARIABLES["host"],
+        default="$__all",
+        refresh=2,  # on time range change: new hosts appear without editing the dashboard
+    )
+    board = grafana.Dashboard(
+        title=f"{plan['cluster']['name']}: {TITLES[key]}",
+        uid=f"gpucluster-{key}",
+        tags=["gpucluster", plan["cluster"]["tier"]],
+        editable=False,
+        timezone="utc",
+        refresh="30s",
+        templating=grafana.Templating(list=[host]),
+        panels=[_grafana_panel(p, i, datasource) for i, p in enumerate(panels)],
+    ).auto_panel_ids()
+    return json.loads(json.dumps(board.to_json_data(), cls=DashboardEncoder))
+
+
+def panel_queries(dashboard: dict[str, Any]) -> list[str]:
+    """Every query of a dashboard's panels, as written (with ``$host``)."""
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if t.get("expr")]
+
+
+def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """The head's Grafana provisioning: datasource and dashboard provider YAML, one JSON per dashboard."""
+    import yaml  # PyYAML ships with ansible-core
+
+    mon = plan["monitoring"]
+    url = f"http://{mon['address']}:{mon['prometheus_port']}"
+    # https://grafana.com/docs/grafana/latest/administration/provisioning/#data-sources
+    datasources = {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": DATASOURCE_NAME,
+                "uid": DATASOURCE_UID,
+                "type": "prometheus",
+                "access": "proxy",
+                "url": url,
+                "isDefault": True,
+                "editable": False,
+                "jsonData": {"timeInterval": mon["scrape_interval"]},
+            }
+        ],
+    }
+    # https://grafana.com/docs/grafana/latest/administration/provisioning/#dashboards
+    providers = {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "gpucluster",
+                "orgId": 1,
+                "folder": "gpucluster",
+                "type": "file",
+                "disableDeletion": True,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 30,
+                "options": {"path": DASHBOARD_DIR},
+            }
+        ],
+    }
+    boards = {}
+    for key, panels in dashboard_panels(plan).items():
+        board = dashboard_json(plan, key, panels)
+        boards[key] = {
+            "uid": board["uid"],
+            "title": board["title"],
+            "file": f"{DASHBOARD_DIR}/{key}.json",
+            "queries": panel_queries(board),
+            "json": json.dumps(board, indent=2, sort_keys=True) + "\n",
+        }
+
+    def dump(data: dict[str, Any]) -> str:
+        return yaml.safe_dump(data, sort_keys=False, width=1000)
+
+    return {
+        "port": GRAFANA_PORT,
+        "datasource": {"name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "url": url},
+        "datasource_yaml": dump(datasources),
+        "provider_yaml": dump(providers),
+        "dashboard_dir": DASHBOARD_DIR,
+        "dashboards": boards,
+        "metrics": metric_catalogue(plan),
+    }

@@ -1,0 +1,75 @@
+"""Teams sharing the cluster (gpucluster_tenants) and the scheduler choice, as the plan carries them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import load_inventory
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import tenants, tenants_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+
+
+def test_shares_become_gpus_of_this_cluster() -> None:
+    site, groups = load_inventory("tier4")  # 64 GPUs
+    site = copy.deepcopy(site)
+    site["gpucluster_tenants"] = [
+        {"name": "nlp", "gpu_share_percent": 50, "users": ["alice", "bob"]},
+        {"name": "vision", "gpu_share_percent": 30, "borrowing_limit_percent": 20},
+        {"name": "research", "gpu_share_percent": 12.5},
+    ]
+    plan = cluster_plan(site, groups)
+    assert plan["cluster"]["scheduler"] == "slurm"
+    by_name = {t["name"]: t for t in plan["tenants"]}
+    assert list(by_name) == ["nlp", "vision", "research"]  # inventory order
+    assert by_name["nlp"] == {
+        "name": "nlp",
+        "gpu_share_percent": 50.0,
+        "gpus": 32,
+        "borrowing_limit_percent": 100.0,
+        "borrowing_limit_gpus": 64,
+        "fairshare": 50,
+        "users": ["alice", "bob"],
+    }
+    assert (by_name["vision"]["gpus"], by_name["vision"]["borrowing_limit_gpus"]) == (
+        19,
+        12,
+    )  # floor(19.2), floor(12.8)
+    assert (by_name["research"]["gpus"], by_name["research"]["fairshare"]) == (8, 12)
+
+
+def test_no_tenants_and_the_default_scheduler() -> None:
+    site, groups = load_inventory("tier1")
+    plan = cluster_plan(copy.deepcopy(site), groups)
+    assert plan["tenants"] == []
+    assert plan["cluster"]["scheduler"] == "slurm"
+
+
+def test_kubernetes_is_a_scheduler_choice() -> None:
+    site, groups = load_inventory("tier3")
+    site = copy.deepcopy(site)
+    site["gpucluster_cluster"]["scheduler"] = "kubernetes"
+    assert cluster_plan(site, groups)["cluster"]["scheduler"] == "kubernetes"
+
+
+def test_a_share_of_less_than_one_gpu_names_the_smallest_share() -> None:
+    with pytest.raises(PlanError, match=r"at least one GPU: >= 12.5% of this cluster's 8 GPUs"):
+        tenants([{"name": "tiny", "gpu_share_percent": 10}], gpus_total=8)
+
+
+@given(
+    gpus=st.integers(min_value=1, max_value=4096),
+    shares=st.lists(st.floats(min_value=0.01, max_value=100, allow_nan=False), min_size=1, max_size=8),
+)
+def test_guaranteed_gpus_never_exceed_the_cluster(gpus: int, shares: list[float]) -> None:
+    raw = [{"name": f"team{i}", "gpu_share_percent": s} for i, s in enumerate(shares)]
+    try:
+        planned = tenants_plan(raw, gpus)
+    except PlanError:
+        return  # refused (over 100% or under one GPU): nothing is planned
+    assert sum(t["gpus"] for t in planned) <= gpus
+    assert all(1 <= t["gpus"] <= gpus and t["borrowing_limit_gpus"] <= gpus for t in planned)

@@ -1,0 +1,226 @@
+"""The Kubernetes path's objects (plugins/plugin_utils/kubernetes/manifests.py) against the plan they come from.
+
+Semantics only (the CRD schemas are test_manifest_schemas.py's): quotas add up to the plan's GPUs,
+CPUs and memory, the worker pods carry nccl.conf's values and take whole nodes, the RDMA plugin
+sees exactly the compute HCAs, the topology levels follow the fabric plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from conftest import cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests
+
+GPU = "nvidia.com/gpu"
+
+
+def _k8s_site(tier: str, **cluster: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    site, groups = load_inventory(tier)
+    site = copy.deepcopy(site)
+    site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "scheduler": "kubernetes", **cluster}
+    return site, groups
+
+
+@pytest.fixture(scope="module")
+def plan() -> dict[str, Any]:
+    return cluster_plan(*load_inventory("tier4-k8s"))
+
+
+def _objects(plan: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [m["object"] for m in plan["kubernetes"]["manifests"] if m["object"]["kind"] == kind]
+
+
+def _quota(obj: dict[str, Any], resource: str, key: str = "nominalQuota") -> Any:
+    for group in obj["spec"].get("resourceGroups", []):
+        for flavor in group["flavors"]:
+            for r in flavor["resources"]:
+                if r["name"] == resource:
+                    return r[key]
+    return 0
+
+
+def _mib(value: Any) -> int:
+    return int(str(value).removesuffix("Mi")) if value else 0
+
+
+def _worker(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj["spec"]["rayClusterSpec"] if obj["kind"] == "RayJob" else obj["spec"]
+    (group,) = spec["workerGroupSpecs"]
+    return group
+
+
+def test_slurm_tiers_have_no_kubernetes_section(tier_inventory: Any) -> None:
+    _, site, groups = tier_inventory
+    plan = cluster_plan(site, groups)
+    assert plan["cluster"]["scheduler"] == "slurm"
+    assert "kubernetes" not in plan
+
+
+def test_the_quotas_add_up_to_what_the_nodes_have(plan: dict[str, Any]) -> None:
+    cl = plan["cluster"]
+    shape = plan["kubernetes"]["node_shape"]
+    holders = _objects(plan, "ClusterQueue") + _objects(plan, "Cohort")
+    assert sum(_quota(o, GPU) for o in holders) == cl["gpus_total"] == 64
+    assert sum(int(_quota(o, "cpu")) for o in holders) == shape["cpus"] * cl["compute_nodes"]
+    assert sum(_mib(_quota(o, "memory")) for o in holders) == plan["slurm"]["real_memory_mib"] * cl["compute_nodes"]
+    # the node's CPUs are the Slurm node line's (2 sockets x 56 cores x 2 threads), not typed twice
+    assert shape["cpus"] == 224 and "CPUs=224 " in plan["slurm"]["node_line"]
+
+
+def test_each_team_gets_its_share_and_its_borrowing_limit(plan: dict[str, Any]) -> None:
+    queues = {o["metadata"]["name"]: o for o in _objects(plan, "ClusterQueue")}
+    assert list(queues) == [t["name"] for t in plan["tenants"]] == ["research", "production", "interns"]
+    for t in plan["tenants"]:
+        cq = queues[t["name"]]
+        assert _quota(cq, GPU) == t["gpus"]
+        assert _quota(cq, GPU, "borrowingLimit") == t["borrowing_limit_gpus"]
+        assert cq["spec"]["cohortName"] == "tier4-k8s"
+        assert cq["spec"]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": t["name"]}
+    assert [(_quota(q, GPU), _quota(q, GPU, "borrowingLimit")) for q in queues.values()] == [(32, 32), (24, 16), (8, 0)]
+    local = {(o["metadata"]["namespace"], o["spec"]["clusterQueue"]) for o in _objects(plan, "LocalQueue")}
+    assert local == {(t["name"], t["name"]) for t in plan["tenants"]}
+    bindings = {o["metadata"]["namespace"]: [s["name"] for s in o["subjects"]] for o in _objects(plan, "RoleBinding")}
+    assert bindings == {"research": ["alice", "bob"], "production": ["carol"]}  # interns has no users
+
+
+def test_without_teams_one_queue_holds_the_whole_cluster() -> None:
+    site, groups = _k8s_site("tier3")
+    site.pop("gpucluster_tenants", None)
+    plan = cluster_plan(site, groups)
+    (cq,) = _objects(plan, "ClusterQueue")
+    assert _quota(cq, GPU) == plan["cluster"]["gpus_total"] == 32
+    assert "cohortName" not in cq["spec"] and not _objects(plan, "Cohort")
+    (lq,) = _objects(plan, "LocalQueue")
+    assert lq["spec"]["clusterQueue"] == cq["metadata"]["name"]
+    assert [n["metadata"]["name"] for n in _objects(plan, "Namespace")] == [lq["metadata"]["namespace"]]
+
+
+def test_shares_under_100_percent_leave_the_rest_to_the_cohort() -> None:
+    site, groups = load_inventory("tier4-k8s")
+    site = copy.deepcopy(site)
+    site["gpucluster_tenants"] = [{"name": "a", "gpu_share_percent": 30}, {"name": "b", "gpu_share_percent": 20}]
+    plan = cluster_plan(site, groups)
+    (cohort,) = _objects(plan, "Cohort")
+    assert _quota(cohort, GPU) == 64 - 19 - 12  # floor(64 * 30 %) = 19, floor(64 * 20 %) = 12
+
+
+def test_worker_pods_carry_the_nccl_conf_and_take_whole_nodes(plan: dict[str, Any]) -> None:
+    conf = plan["nccl"]["conf"]
+    for obj in _objects(plan, "RayJob") + _objects(plan, "RayCluster"):
+        group = _worker(obj)
+        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == plan["cluster"]["compute_nodes"]
+        pod = group["template"]["spec"]
+        (container,) = pod["containers"]
+        assert {e["name"]: e["value"] for e in container["env"]} == conf
+        assert conf["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+        limits = container["resources"]["limits"]
+        assert limits[GPU] == plan["cluster"]["gpus_per_node"] == int(group["rayStartParams"]["num-gpus"])
+        assert limits[plan["kubernetes"]["rdma_resource"]] == 1
+        assert container["resources"]["requests"] == limits
+        assert pod["hostNetwork"] is True  # NCCL_SOCKET_IFNAME (eno1) and the rails are the node's own
+        assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert set(plan["storage"]["paths"].values()) | {plan["storage"]["local_scratch"], "/dev/shm"} == mounts
+        assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == plan["tenants"][0]["name"]
+
+
+def test_roce_workers_carry_the_gid_index_and_traffic_class() -> None:
+    site, groups = _k8s_site("tier2")
+    site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26, "gid_index": 3}}
+    site["gpucluster_fabric"].pop("infiniband", None)
+    site["gpucluster_fabric"].pop("subnet_manager", None)
+    plan = cluster_plan(site, groups)
+    env = {
+        e["name"]: e["value"] for e in _worker(_objects(plan, "RayJob")[0])["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env == plan["nccl"]["conf"]
+    assert env["NCCL_IB_TC"] == str(plan["fabric"]["roce"]["traffic_class"])
+    assert env["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_the_rdma_plugin_gets_exactly_the_compute_hcas(plan: dict[str, Any]) -> None:
+    site, _ = load_inventory("tier4-k8s")
+    nics = site["gpucluster_node"]["nics"]
+    compute = [n["netdev"] for n in nics if n["purpose"] == "compute"]
+    storage = {n["netdev"] for n in nics if n["purpose"] == "storage"}
+    (policy,) = _objects(plan, "NicClusterPolicy")
+    (config,) = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])["configList"]
+    assert config["selectors"]["ifNames"] == compute and len(compute) == 8
+    assert not storage & set(config["selectors"]["ifNames"])
+    assert config["resourceName"] == plan["kubernetes"]["rdma_resource"].split("/")[1]
+
+
+def test_the_gpu_operator_leaves_the_driver_to_the_site_and_exports_dcgm(plan: dict[str, Any]) -> None:
+    (policy,) = _objects(plan, "ClusterPolicy")
+    spec = policy["spec"]
+    assert spec["driver"]["enabled"] is False and spec["dcgmExporter"]["enabled"] is True
+    assert spec["mig"]["strategy"] == "none"
+    assert manifests.GPU_TOLERATION in spec["daemonsets"]["tolerations"]
+
+
+def test_fat_tree_topology_is_block_rack_host(plan: dict[str, Any]) -> None:
+    (topology,) = _objects(plan, "Topology")
+    levels = [lv["nodeLabel"] for lv in topology["spec"]["levels"]]
+    assert levels == ["gpucluster.io/block", "gpucluster.io/rack", "kubernetes.io/hostname"]
+    nodes = plan["kubernetes"]["nodes"]
+    sus = {h: su["name"] for su in plan["fabric"]["cabling"]["scalable_units"] for h in su["hosts"]}
+    assert {h: v["labels"]["gpucluster.io/block"] for h, v in nodes.items()} == sus
+    per_rack = plan["power"]["nodes_per_rack"]  # 4: two racks of four
+    racks = [v["labels"]["gpucluster.io/rack"] for v in nodes.values()]
+    assert racks == ["rack01"] * per_rack + ["rack02"] * per_rack
+    (flavor,) = _objects(plan, "ResourceFlavor")
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    for v in nodes.values():
+        assert all(label in v["labels"] for label in levels if label != "kubernetes.io/hostname")
+        assert v["labels"]["gpucluster.io/gpu-count"] == "8" and v["labels"]["gpucluster.io/cooling"] == "dlc"
+        assert v["taints"] == [manifests.GPU_TAINT]
+        assert all(v["labels"][k] == val for k, val in flavor["spec"]["nodeLabels"].items())
+
+
+def test_rail_optimized_topology_is_leaf_group_then_host() -> None:
+    plan = cluster_plan(*_k8s_site("tier3"))
+    assert plan["fabric"]["topology"] == "rail_optimized"
+    assert plan["kubernetes"]["topology_levels"] == ["gpucluster.io/leaf-group", "kubernetes.io/hostname"]
+    job = _objects(plan, "RayJob")[0]
+    annotations = _worker(job)["template"]["metadata"]["annotations"]
+    assert annotations["kueue.x-k8s.io/podset-preferred-topology"] == "gpucluster.io/leaf-group"
+
+
+def test_every_manifest_has_its_own_path_and_the_kustomization_lists_all_but_the_jobs(plan: dict[str, Any]) -> None:
+    paths = [m["path"] for m in plan["kubernetes"]["manifests"]]
+    assert len(paths) == len(set(paths))
+    templates = [m["path"] for m in plan["kubernetes"]["manifests"] if m["template"]]
+    assert sorted(templates) == [
+        "kuberay/raycluster-research-tier4-k8s-interactive.yaml",
+        "kuberay/rayjob-research-tier4-k8s-train.yaml",
+    ]
+    # the jobs are submitted by the teams, never applied: everything else is
+    assert plan["kubernetes"]["kustomization"]["resources"] == [p for p in paths if p not in templates]
+    assert json.loads(json.dumps(plan["kubernetes"])) == plan["kubernetes"]  # plain JSON types only
+
+
+def test_shares_over_100_percent_name_the_field() -> None:
+    site, groups = load_inventory("tier4-k8s")
+    site = copy.deepcopy(site)
+    site["gpucluster_tenants"][0]["gpu_share_percent"] = 60  # 60 + 37.5 + 12.5 = 110
+    with pytest.raises(PlanError) as err:
+        cluster_plan(site, groups)
+    assert err.value.field == "gpucluster_tenants"
+    assert "100" in err.value.allowed
+
+
+def test_a_team_quota_above_the_cluster_names_the_field() -> None:
+    tenants = [{"name": "a", "gpu_share_percent": 100, "gpus": 65, "borrowing_limit_gpus": 0}]
+    with pytest.raises(PlanError) as err:
+        manifests.check_tenants(tenants, 64)
+    assert err.value.field == "gpucluster_tenants[0].gpu_share_percent"
+    assert "64 GPUs" in err.value.allowed
+    two = [dict(tenants[0], gpus=40), {"name": "b", "gpu_share_percent": 50, "gpus": 32}]
+    with pytest.raises(PlanError) as err:
+        manifests.check_tenants(two, 64)
+    assert err.value.field == "gpucluster_tenants" and "found 72" in err.value.allowed

@@ -1,0 +1,168 @@
+"""Grafana dashboards from the plan (plugins/plugin_utils/monitoring/dashboards.py).
+
+Every panel query must parse as PromQL and read only metrics an exporter or rule of the plan
+provides. promtool (Debian package prometheus) is the parser: `promtool check rules` on a rule file
+with one recording rule per query rejects a query that does not parse.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import TIERS, cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards as dash
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (Debian package prometheus)")
+
+
+@cache
+def _plan(tier: str) -> dict[str, Any]:
+    return cluster_plan(*load_inventory(tier))
+
+
+def _boards(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: json.loads(b["json"]) for k, b in plan["monitoring"]["grafana"]["dashboards"].items()}
+
+
+def _promtool_check(exprs: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    rules = {
+        "groups": [{"name": "panels", "rules": [{"record": f"panel:{i}", "expr": e} for i, e in enumerate(exprs)]}]
+    }
+    path = tmp_path / "panels.rules.yml"
+    path.write_text(yaml.safe_dump(rules, width=1000))
+    return subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_dashboards_for_every_tier(tier: str) -> None:
+    boards = _boards(_plan(tier))
+    assert set(boards) == {"gpu", "fabric", "storage", "cooling"}
+    for key, board in boards.items():
+        assert board["uid"] == f"gpucluster-{key}"
+        assert board["panels"], key
+        assert [v["name"] for v in board["templating"]["list"]] == ["host"]
+    assert dash.panel_queries(boards["gpu"]), "the GPU dashboard has queries on every tier"
+
+
+@needs_promtool
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_panel_query_parses_and_reads_known_metrics(tier: str, tmp_path: Path) -> None:
+    plan = _plan(tier)
+    catalogue = dash.metric_catalogue(plan)
+    exprs = [dash.substitute(q) for b in _boards(plan).values() for q in dash.panel_queries(b)]
+    assert exprs
+    result = _promtool_check(exprs, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for expr in exprs:
+        names = dash.metric_names(expr)
+        assert names, expr
+        assert names <= set(catalogue), f"{expr}: {names - set(catalogue)} not provided by the plan's exporters"
+
+
+@needs_promtool
+def test_promtool_check_rejects_a_broken_query(tmp_path: Path) -> None:
+    """The parse check can fail: an unbalanced query is refused."""
+    result = _promtool_check(["rate(DCGM_FI_DEV_GPU_UTIL[5m]"], tmp_path)
+    assert result.returncode != 0
+
+
+def test_metric_names() -> None:
+    expr = 'sum by (host, method) (rate(node_nfs_requests_total{host=~"$host",method=~"Read|Write"}[5m])) * 8 / 1e9'
+    assert dash.metric_names(expr) == {"node_nfs_requests_total"}
+    assert dash.metric_names("a_b - on(loop) c_d >= 15") == {"a_b", "c_d"}
+    assert dash.metric_names('up{job="node"} == 0 and bool x') == {"up", "x"}
+
+
+def test_catalogue_follows_the_plan() -> None:
+    air, dlc = _plan("tier1"), _plan("tier4")
+    assert "gpucluster_coolant_flow_lpm" not in dash.metric_catalogue(air)
+    assert "gpucluster_coolant_flow_lpm" in dash.metric_catalogue(dlc)
+    # a dcgm counter the plan does not enable is not in the catalogue, and its panel is dropped
+    plan = copy.deepcopy(air)
+    plan["dcgm"]["exporter"]["counters"] = [
+        c for c in plan["dcgm"]["exporter"]["counters"] if c["field"] != "DCGM_FI_DEV_SM_CLOCK"
+    ]
+    assert "DCGM_FI_DEV_SM_CLOCK" not in dash.metric_catalogue(plan)
+    titles = [p.title for p in dash.dashboard_panels(plan)["gpu"]]
+    assert "SM clock (MHz)" not in titles and "GPU utilisation" in titles
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_datasource_is_the_heads_prometheus(tier: str) -> None:
+    plan = _plan(tier)
+    grafana = plan["monitoring"]["grafana"]
+    address = plan["hosts"][plan["cluster"]["head"]]["addresses"]["management"]
+    url = f"http://{address}:{plan['monitoring']['prometheus_port']}"
+    (source,) = yaml.safe_load(grafana["datasource_yaml"])["datasources"]
+    assert source["url"] == url == grafana["datasource"]["url"]
+    assert source["uid"] == dash.DATASOURCE_UID and source["type"] == "prometheus"
+    (provider,) = yaml.safe_load(grafana["provider_yaml"])["providers"]
+    assert provider["options"]["path"] == dash.DASHBOARD_DIR
+    for board in _boards(plan).values():
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                assert target["datasource"]["uid"] == dash.DATASOURCE_UID
+
+
+def test_thresholds_are_the_alerts() -> None:
+    plan = _plan("tier4")
+    th = plan["monitoring"]["thresholds"]
+
+    def steps(board: str, title: str) -> list[float]:
+        (panel,) = [p for p in _boards(plan)[board]["panels"] if p["title"] == title]
+        return [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"] if s["value"] is not None]
+
+    assert steps("gpu", "GPU temperature") == [
+        th["GpuTemperatureWarning"]["value"],
+        th["GpuTemperatureCritical"]["value"],
+    ]
+    assert steps("gpu", "GPU power draw") == [th["GpuPowerAboveCap"]["value"]]
+    assert steps("fabric", "InfiniBand link rate (Gb/s)") == [th["InfinibandPortDegraded"]["value"]]
+    assert steps("cooling", "Coolant supply temperature") == [
+        th["CoolantSupplyWarning"]["value"],
+        th["CoolantSupplyHigh"]["value"],
+    ]
+    assert steps("cooling", "Coolant flow (L/min)") == [
+        th["CoolantFlowCritical"]["value"],
+        th["CoolantFlowLow"]["value"],
+    ]
+    # an air-cooled site: a text panel, no coolant query
+    air = _boards(_plan("tier1"))["cooling"]
+    assert dash.panel_queries(air) == [] and air["panels"][0]["type"] == "text"
+
+
+def _grown_tier4(nodes: int) -> dict[str, Any]:
+    site, groups = load_inventory("tier4")
+    base = groups["compute"][0].rstrip("0123456789")
+    extra = [f"{base}{i:02d}" for i in range(len(groups["compute"]) + 1, nodes + 1)]
+    for group in ("compute", "all"):
+        groups[group] = sorted(groups[group] + extra)
+    site = copy.deepcopy(site)
+    site["gpucluster_facility"]["racks"] = nodes // 8  # keep each rack within its power budget
+    site["gpucluster_fabric"]["spines"] = 8  # enough spine ports for the leaves
+    return cluster_plan(site, groups)
+
+
+def test_dashboards_do_not_grow_with_the_node_count() -> None:
+    small, big = _plan("tier4"), _grown_tier4(64)
+    assert big["cluster"]["compute_nodes"] == 64 > small["cluster"]["compute_nodes"]
+    for key, board in _boards(small).items():
+        grown = _boards(big)[key]
+        assert [p["title"] for p in grown["panels"]] == [p["title"] for p in board["panels"]], key
+        assert dash.panel_queries(grown) == dash.panel_queries(board), key
+
+
+def test_missing_grafanalib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dash, "grafana", None)
+    with pytest.raises(RuntimeError, match="grafanalib"):
+        dash.dashboard_json(_plan("tier1"), "gpu", [])
