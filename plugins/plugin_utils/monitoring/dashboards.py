@@ -268,27 +268,15 @@ def _fabric_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
 def _storage_panels(plan: dict[str, Any]) -> list[Panel]:
     sel = "{" + HOST + "}"
     net = "{" + HOST + ',device!="lo"}'
+    rates = (
+        ("Disk read", "node_disk_read_bytes_total", sel),
+        ("Disk write", "node_disk_written_bytes_total", sel),
+        ("Network receive", "node_network_receive_bytes_total", net),
+        ("Network transmit", "node_network_transmit_bytes_total", net),
+    )
     panels = [
-        Panel(
-            "Disk read",
-            [Query(f"rate(node_disk_read_bytes_total{sel}[{RATE_WINDOW}])", "{{host}} {{device}}")],
-            "Bps",
-        ),
-        Panel(
-            "Disk write",
-            [Query(f"rate(node_disk_written_bytes_total{sel}[{RATE_WINDOW}])", "{{host}} {{device}}")],
-            "Bps",
-        ),
-        Panel(
-            "Network receive",
-            [Query(f"rate(node_network_receive_bytes_total{net}[{RATE_WINDOW}])", "{{host}} {{device}}")],
-            "Bps",
-        ),
-        Panel(
-            "Network transmit",
-            [Query(f"rate(node_network_transmit_bytes_total{net}[{RATE_WINDOW}])", "{{host}} {{device}}")],
-            "Bps",
-        ),
+        Panel(title, [Query(f"rate({metric}{match}[{RATE_WINDOW}])", "{{host}} {{device}}")], "Bps")
+        for title, metric, match in rates
     ]
     kind = plan["storage"]["type"]
     if kind == "nfs":
