@@ -1,15 +1,19 @@
 """Grafana provisioning on the head: the planned files, and every dashboard query accepted by the lab's
 Prometheus. The lab has no Grafana (not a Debian package): the dashboards are checked as files and
 their queries against Prometheus' query API, which parses each one (empty results are fine: the lab
-has no GPUs, HCAs or CDU)."""
+has no GPUs, HCAs or CDU). The Slurm queue exporter: with a running and a held job, Prometheus has
+every metric it defines, nodes by state add up to the plan's compute nodes and GPUs configured to
+the plan's GPUs."""
 
 from __future__ import annotations
 
 import json
 import shlex
+import time
 from typing import Any
 from urllib.parse import urlencode
 
+import pytest
 import yaml
 
 VARIABLES = {"host": ".*"}  # what matches every value of a dashboard variable (dashboards.py VARIABLES)
@@ -68,3 +72,88 @@ def test_every_panel_query_is_accepted_by_prometheus(hosts: dict[str, Any], plan
                     refused[f"{key}: {panel['title']}: {target['expr']}"] = answer.get("error")
     assert checked > 0
     assert refused == {}
+
+
+# ---------------------------------------------------------------- the Slurm queue exporter (head)
+
+
+def _values(head: Any, plan: dict[str, Any], expr: str) -> list[tuple[dict[str, str], float]]:
+    answer = _query(head, plan, expr)
+    assert answer.get("status") == "success", (expr, answer)
+    return [(r["metric"], float(r["value"][1])) for r in answer["data"]["result"]]
+
+
+def _scalar(head: Any, plan: dict[str, Any], expr: str) -> float | None:
+    rows = _values(head, plan, expr)
+    return rows[0][1] if rows else None
+
+
+def _wait(head: Any, plan: dict[str, Any], expr: str, ok: Any, timeout: float = 150) -> float | None:
+    """Query until ``ok(value)`` (the timer writes every 30 s, Prometheus scrapes every 30 s)."""
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = _scalar(head, plan, expr)
+        if value is not None and ok(value):
+            return value
+        time.sleep(5)
+    raise AssertionError(f"{expr}: {value} after {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def queue_jobs(hosts: dict[str, Any], plan: dict[str, Any]) -> Any:
+    """A running job holding one node's GPUs and a held (pending) job, cancelled afterwards."""
+    if plan["monitoring"].get("slurm_queue") is None:
+        pytest.skip("no Slurm on this cluster: no queue exporter")
+    head = hosts[plan["cluster"]["head"]]
+    gpus = plan["cluster"]["gpus_per_node"]
+    running = head.check_output(
+        f"sbatch --parsable --job-name=lab-queue-run --nodes=1 --gres=gpu:{gpus} --time=5 --wrap='sleep 240'"
+    ).strip()
+    held = head.check_output("sbatch --parsable --hold --job-name=lab-queue-held --time=1 --wrap=true").strip()
+    head.check_output(
+        f'for i in $(seq 60); do [ "$(squeue --noheader --jobs={running} --format=%T)" = RUNNING ] && break; '
+        "sleep 1; done"
+    )
+    yield {"running": running, "held": held, "gpus": gpus}
+    head.run(f"scancel {running} {held}")
+
+
+def test_the_queue_exporter_runs_on_the_head(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    queue = plan["monitoring"].get("slurm_queue")
+    if queue is None:
+        pytest.skip("no Slurm on this cluster: no queue exporter")
+    head = hosts[plan["cluster"]["head"]]
+    assert head.service(f"{queue['unit']}.timer").is_enabled
+    assert head.service(f"{queue['unit']}.timer").is_running
+    assert head.file(queue["program"]).mode == 0o755
+    out = head.file(queue["output"])
+    assert out.exists and out.mode == 0o644
+    assert "gpucluster_slurm_exporter_success 1" in out.content_string
+    # node-exporter serves the file (its textfile collector reads the folder by default on Debian)
+    served = head.check_output(
+        f'python3 -c "import urllib.request;print(urllib.request.urlopen('
+        f"'http://{plan['monitoring']['address']}:{plan['monitoring']['node_exporter_port']}/metrics').read().decode())\""
+    )
+    assert "gpucluster_slurm_nodes{" in served
+    assert "node_textfile_scrape_error 0" in served
+
+
+def test_prometheus_has_the_queue_with_plausible_values(
+    hosts: dict[str, Any], plan: dict[str, Any], queue_jobs: dict[str, Any]
+) -> None:
+    head = hosts[plan["cluster"]["head"]]
+    head.check_output(f"systemctl start {plan['monitoring']['slurm_queue']['unit']}.service")
+    gpus = queue_jobs["gpus"]
+    _wait(head, plan, 'sum(gpucluster_slurm_jobs{state="running"})', lambda v: v >= 1)
+    _wait(head, plan, 'gpucluster_slurm_pending_jobs{reason="JobHeldUser"}', lambda v: v >= 1)
+    assert _scalar(head, plan, "gpucluster_slurm_exporter_success") == 1
+    nodes = _values(head, plan, "gpucluster_slurm_nodes")
+    assert sum(v for _, v in nodes) == plan["cluster"]["compute_nodes"], nodes
+    assert {m["host"] for m, _ in nodes} == {plan["cluster"]["head"]}  # served by the head's node-exporter
+    assert _scalar(head, plan, "gpucluster_slurm_gpus_total") == plan["cluster"]["gpus_total"]
+    assert _wait(head, plan, "gpucluster_slurm_gpus_allocated", lambda v: v >= gpus) <= plan["cluster"]["gpus_total"]
+    assert _scalar(head, plan, "gpucluster_slurm_nodes_not_responding") == 0
+    # every metric the exporter defines is in Prometheus
+    missing = [m for m in plan["monitoring"]["slurm_queue"]["metrics"] if not _values(head, plan, m)]
+    assert missing == []

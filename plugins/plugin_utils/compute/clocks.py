@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import PowerLimit
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import gpu_limits
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
@@ -27,15 +28,26 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 )
 
 POLICIES = ("max_performance", "fixed", "power_capped")
+#: what _known reports -> the gpucluster_node.gpu_limits key that supplies it
+_LIMIT_KEYS = {
+    "maximum SM clock": "max_sm_mhz",
+    "maximum memory clock": "max_mem_mhz",
+    "minimum power limit": "power_min_w",
+    "default power limit": "power_default_w",
+    "maximum power limit": "power_max_w",
+}
 
 
 def _known(value: int | None, field: str, what: str, gpu: GpuModel) -> int:
+    """``value``; else PlanError naming the inventory key that supplies it (gpucluster_node.gpu_limits.<key>),
+    not the policy field that needed it (``field``)."""
     if value is None:
+        key = _LIMIT_KEYS[what]
         raise PlanError(
-            field,
-            gpu.key,
-            f"a model whose {what} is known: the catalog has no sourced value for {gpu.key}; "
-            "read it from the hardware (gpucluster.tiers.gpu_facts) and set the policy explicitly",
+            f"{gpu_limits.FIELD}.{key}",
+            None,
+            f"the {what} of {gpu.key}, read from the hardware ({gpu_limits.query(key)}), needed by {field}: "
+            f"the catalog has no sourced value for {gpu.key}; or choose a policy that does not need it",
         )
     return value
 
@@ -79,7 +91,7 @@ def gpu_clocks(
     lock_sm: list[int] | None = None
     lock_mem: list[int] | None = None
     if policy == "max_performance":
-        top = _known(gpu.max_sm_mhz, f"{field}.clock_policy", "maximum SM clock", gpu)
+        top = _known(gpu.max_sm_mhz, f"{field}.clock_policy {policy}", "maximum SM clock", gpu)
         lock_sm = [top, top]
         if gpu.memory_clock_lock and gpu.max_mem_mhz:
             lock_mem = [gpu.max_mem_mhz, gpu.max_mem_mhz]

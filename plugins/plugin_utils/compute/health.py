@@ -7,15 +7,105 @@ number here comes from another part of the plan:
 - the RDMA ports each node must have ACTIVE and their rate: the fabric's expected cabling;
 - coolant alarms (supply and return maximum, critical flow): ``plan["cooling"]`` (DLC only).
 The Slurm node name of a host is its inventory hostname (slurm.conf lists the same names).
+
+The same script runs in three modes, each with its own checks (``modes``): ``periodic``
+(HealthCheckProgram), ``epilog`` (slurm.conf Epilog=, after every job: GPUs, XIDs and
+``dcgmi diag -r <level>`` where DCGM is installed) and ``prolog`` (Prolog=, optional, before
+every job: GPUs and XIDs only, the job waits for it). Their switches come from the inventory,
+``gpucluster_slurm.health`` (``epilog``, ``prolog``, ``dcgm_level``, ``dcgm_timeout_s``).
+Slurm drains a node by itself when an Epilog exits non-zero, with the reason "Epilog error",
+which would replace ours (docs/sources.md [SL9]); so the epilog drains with its own reason and
+exits 0. A failed prolog exits 1 so that Slurm requeues the job, and Slurm keeps a reason that
+is already set (node_mgr.c, [SL9]).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
 
 SCHEMA_VERSION = 1
 #: Drains whose reason starts with this belong to the health check; it resumes only those.
 REASON_PREFIX = "gpucluster:"
+FIELD = "gpucluster_slurm.health"
+#: The health check's Slurm programs: the script and the wrappers that give it its mode
+#: (slurm.conf Epilog=/Prolog= take a path, no arguments; docs/sources.md [SL9]).
+PROGRAM = "/usr/local/sbin/gpucluster-healthcheck"
+EPILOG_PROGRAM = "/usr/local/sbin/gpucluster-epilog"
+PROLOG_PROGRAM = "/usr/local/sbin/gpucluster-prolog"
+#: Checks of each mode. Fabric ports and coolant are facility state, not left behind by a job:
+#: the periodic check watches them. ``dcgm`` runs only after a job (a GPU diagnostic under a
+#: running job would compete with it; dossier 8.4: light prolog, diag in the epilog).
+CHECKS = {
+    "periodic": ("gpus", "xid", "fabric", "coolant"),
+    "epilog": ("gpus", "xid", "dcgm"),
+    "prolog": ("gpus", "xid"),
+}
+#: ``dcgmi diag -r``: 1 "Quick (System Validation ~ seconds)", 2 "Medium (~ 2 minutes)", 3 "Long
+#: (~ 15 minutes)" (docs/sources.md [D2]). Level 3 and up hold a node for a quarter of an hour after
+#: every job, so an epilog allows 0 (off) to 2; the guide's own use of 2 is "epilogue on failure".
+DCGM_LEVEL_DEFAULT = 1
+DCGM_LEVEL_MAX = 2
+#: The budget of one ``dcgmi diag`` run, unconfirmed: level 1 is documented only as "~ seconds" and
+#: level 2 as "~ 2 minutes" [D2]; 120 s is our default, an inventory input.
+DCGM_TIMEOUT_DEFAULT_S = 120
+DCGM_TIMEOUT_RANGE_S = (10, 900)
+#: In the lab only: a recorded ``nvidia-smi --query-gpu`` CSV that every mode reads instead of
+#: running nvidia-smi when the file exists (a container has no GPU; molecule's tests write it).
+LAB_NVIDIA_SMI_OUTPUT = "/run/gpucluster/health/nvidia-smi.csv"
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """``gpucluster_slurm.health``: which Slurm hooks run the check, and its DCGM diagnostic."""
+
+    epilog: bool = True
+    prolog: bool = False
+    dcgm_level: int = DCGM_LEVEL_DEFAULT
+    dcgm_timeout_s: int = DCGM_TIMEOUT_DEFAULT_S
+
+
+def hook_settings(section: Any) -> HookSettings:
+    """Validate ``gpucluster_slurm.health`` (absent: the defaults)."""
+    section = {} if section is None else section
+    require(isinstance(section, dict), FIELD, section, "a mapping (epilog, prolog, dcgm_level, dcgm_timeout_s)")
+    known = ("epilog", "prolog", "dcgm_level", "dcgm_timeout_s")
+    for key in section:
+        require(key in known, f"{FIELD}.{key}", section[key], f"one of the keys {', '.join(known)}")
+    flags: dict[str, bool] = {}
+    for key in ("epilog", "prolog"):
+        value = section.get(key, getattr(HookSettings, key))
+        require(isinstance(value, bool), f"{FIELD}.{key}", value, "true or false")
+        flags[key] = value
+    level = check_range(
+        section.get("dcgm_level", DCGM_LEVEL_DEFAULT), f"{FIELD}.dcgm_level", 0, DCGM_LEVEL_MAX, integer=True
+    )
+    low, high = DCGM_TIMEOUT_RANGE_S
+    timeout = check_range(
+        section.get("dcgm_timeout_s", DCGM_TIMEOUT_DEFAULT_S),
+        f"{FIELD}.dcgm_timeout_s",
+        low,
+        high,
+        integer=True,
+        unit=" s",
+    )
+    return HookSettings(dcgm_level=int(level), dcgm_timeout_s=int(timeout), **flags)
+
+
+def modes(settings: HookSettings) -> dict[str, dict[str, Any]]:
+    """Per mode: whether Slurm runs it, its program and its checks (no ``dcgm`` at level 0)."""
+    enabled = {"periodic": True, "epilog": settings.epilog, "prolog": settings.prolog}
+    programs = {"periodic": PROGRAM, "epilog": EPILOG_PROGRAM, "prolog": PROLOG_PROGRAM}
+    return {
+        mode: {
+            "enabled": enabled[mode],
+            "program": programs[mode],
+            "checks": [c for c in checks if c != "dcgm" or settings.dcgm_level > 0],
+        }
+        for mode, checks in CHECKS.items()
+    }
 
 
 def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
@@ -30,8 +120,13 @@ def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
     return {h: sorted(set(p)) for h, p in ports.items()}
 
 
-def health_config(plan: dict[str, Any]) -> dict[str, Any]:
-    """The health check's thresholds and, per compute node, its Slurm name and fabric ports."""
+def health_config(plan: dict[str, Any], section: Any = None) -> dict[str, Any]:
+    """The health check's thresholds, modes and, per compute node, its Slurm name and fabric ports.
+
+    ``section`` is the inventory's ``gpucluster_slurm.health`` (None: the defaults).
+    """
+    settings = hook_settings(section)
+    lab = bool(plan["cluster"]["lab"])
     temps = plan["gpu"]["temperature"]
     fabric = plan["fabric"]
     cooling = plan["cooling"]
@@ -48,7 +143,11 @@ def health_config(plan: dict[str, Any]) -> dict[str, Any]:
         "schema": SCHEMA_VERSION,
         "reason_prefix": REASON_PREFIX,
         # lab containers have no GPU or HCA: a missing tool or sysfs tree is skipped, not drained
-        "lab": bool(plan["cluster"]["lab"]),
+        "lab": lab,
+        "modes": modes(settings),
+        "dcgm": {"level": settings.dcgm_level, "timeout_s": settings.dcgm_timeout_s},
+        # recorded inputs read instead of the tools, only in the lab (None on real hosts)
+        "recorded": {"nvidia_smi_output": LAB_NVIDIA_SMI_OUTPUT} if lab else None,
         "gpu": {
             "count": plan["cluster"]["gpus_per_node"],
             "temp_warn_c": temps["warn_c"],
@@ -62,3 +161,24 @@ def health_config(plan: dict[str, Any]) -> dict[str, Any]:
         "coolant": coolant,
         "nodes": {h: {"slurm_node": h, "fabric_ports": ports[h]} for h in compute},
     }
+
+
+INTRO = (
+    "One script checks the node in three modes and drains it with a reason that starts with "
+    f"'{REASON_PREFIX}' and names the check; a clean run resumes only its own drains (not XID drains). "
+    "The epilog exits 0 after draining, so Slurm keeps that reason instead of 'Epilog error'."
+)
+
+
+def health_rows(cfg: dict[str, Any]) -> list[list[str]]:
+    """[setting, value, why] rows of the report's "Node health check" section."""
+    slurm_key = {"periodic": "HealthCheckProgram", "epilog": "Epilog", "prolog": "Prolog"}
+    rows = []
+    for mode, entry in cfg["modes"].items():
+        value = f"{entry['program']} ({', '.join(entry['checks'])})" if entry["enabled"] else "off"
+        why = "every HealthCheckInterval" if mode == "periodic" else f"gpucluster_slurm.health.{mode}"
+        rows.append([slurm_key[mode], value, why])
+    dcgm = cfg["dcgm"]
+    value = f"-r {dcgm['level']}, at most {dcgm['timeout_s']} s" if dcgm["level"] else "off"
+    rows.append(["dcgmi diag (epilog)", value, "where DCGM is installed; -r 1 is 'Quick (~ seconds)' (dcgmi docs)"])
+    return rows

@@ -239,3 +239,50 @@ def nccl_topology_xml(
         lines.append("  </cpu>")
     lines.append("</system>")
     return "\n".join(lines) + "\n"
+
+
+#: NCCL variables the plan never writes for the GPUs inside a node: docs/sources.md §2.1 lists them among the
+#: "Debugging" variables that "should not be used in production nor retained in scripts" [N1]
+INTRA_NODE_UNSET = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE")
+
+
+def intra_node_transport(kind: str, gpu_key: str) -> dict[str, Any]:
+    """How NCCL moves data between the GPUs of one node (``kind`` from compute/interconnect.py), what the
+    plan leaves to NCCL, and what to check on the host.
+
+    NCCL's P2P transport is CUDA peer access "using NVLink or PCI"; without NCCL_P2P_LEVEL NCCL picks the
+    largest GPU distance for P2P from the topology, and SHM (host memory) carries the rest (docs/sources.md
+    [N1]). NVLS (NVLink SHARP) needs NVSwitch; NCCL_NVLS_ENABLE's default 2 enables it where supported
+    (docs/sources.md §2.1). Over PCIe, ACS on the PCIe bridges sends peer traffic up to the root complex
+    (slower, or a hang): NCCL's troubleshooting guide checks ``lspci -vvv | grep ACSCtl`` for SrcValid+
+    (docs/sources.md [N4]).
+    """
+    check_choice(kind, "intra-node link", ("nvswitch", "nvlink_bridge", "pcie"))
+    left = ", ".join(INTRA_NODE_UNSET)
+    if kind == "nvswitch":
+        return {
+            "transport": "P2P over NVLink (NVSwitch)",
+            "nvls": "where the NVSwitch supports it (NCCL_NVLS_ENABLE default 2)",
+            "unset": list(INTRA_NODE_UNSET),
+            "checks": [],
+            "reason": f"{gpu_key}: every GPU pair is on NVLink; NCCL's defaults use it ({left} left unset)",
+        }
+    acs = "lspci -vvv | grep ACSCtl: no SrcValid+ on the PCIe bridges between GPUs (NCCL troubleshooting, ACS)"
+    if kind == "nvlink_bridge":
+        return {
+            "transport": "P2P over NVLink within a bridged pair, P2P over PCIe or SHM between pairs",
+            "nvls": "no: no NVSwitch",
+            "unset": list(INTRA_NODE_UNSET),
+            "checks": [acs],
+            "reason": f"{gpu_key}: NVLink bridges pair the GPUs; NCCL picks P2P or SHM per pair ({left} left unset)",
+        }
+    return {
+        "transport": "P2P over PCIe where the topology allows it, SHM through host memory otherwise",
+        "nvls": "no: no NVLink",
+        "unset": list(INTRA_NODE_UNSET),
+        "checks": [acs],
+        "reason": (
+            f"{gpu_key} has no NVLink: NCCL uses CUDA peer access over PCIe (P2P) up to the GPU distance it picks "
+            f"from the topology, and host shared memory beyond it; {left} are debugging variables and left unset"
+        ),
+    }

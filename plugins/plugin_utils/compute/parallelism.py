@@ -135,17 +135,26 @@ def _power_of_two_divisors(n: int) -> list[int]:
     return [d for d in _divisors(n) if d & (d - 1) == 0] or [1]
 
 
+def _tp_candidates(gpus_per_node: int, nvlink_domain_gpus: int | None) -> list[int]:
+    """TP sizes the search tries: power-of-two divisors of the node's GPUs, within its NVLink domain
+    (compute/interconnect.py: 1 on a PCIe-only node, 2 for bridged pairs, the node on NVSwitch)."""
+    domain = gpus_per_node if nvlink_domain_gpus is None else min(nvlink_domain_gpus, gpus_per_node)
+    return [d for d in _power_of_two_divisors(gpus_per_node) if d <= domain] or [1]
+
+
 def smallest_fitting_tier(
     params_b: float,
     gpu_memory_gb: float,
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
     state: StateBytes | None = None,
+    nvlink_domain_gpus: int | None = None,
 ) -> str | None:
-    """The smallest reference tier (tiers.py) whose GPUs, with this GPU memory, hold the model state."""
+    """The smallest reference tier (tiers.py) whose GPUs, with this GPU memory, hold the model state
+    (TP within ``nvlink_domain_gpus``, default the whole node)."""
     state = state or StateBytes()
     for profile in TIERS.values():
         gpn = profile.gpus // profile.nodes
-        tps, pps = _power_of_two_divisors(gpn), _divisors(profile.nodes)
+        tps, pps = _tp_candidates(gpn, nvlink_domain_gpus), _divisors(profile.nodes)
         if _search(params_b, state, tps, pps, profile.gpus, gpu_memory_gb * memory_headroom):
             return profile.name
     return None
@@ -161,9 +170,14 @@ def parallelism(
     pipeline_parallel: int | None = None,
     bytes_per_param: float | None = None,
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
+    nvlink_domain_gpus: int | None = None,
     field: str = "gpucluster_workload",
 ) -> dict[str, Any]:
     """TP/PP/DP and ZeRO stage whose model state per GPU fits GPU memory x ``memory_headroom``.
+
+    ``nvlink_domain_gpus`` (compute/interconnect.py; default: every GPU of the node) bounds the TP the
+    search picks: TP only pays inside an NVLink domain (docs/sources.md [S18]). A site's explicit
+    ``tensor_parallel`` may go beyond it, up to the node, and the plan says what that costs.
 
     ``bytes_per_param`` (default 16, the ZeRO paper's figure) keeps 2 + 2 bytes of fp16
     parameters and gradients; the rest is optimizer state (e.g. 18 = 14 bytes of it).
@@ -189,7 +203,7 @@ def parallelism(
             )
         tps = [tp]
     else:
-        tps = _power_of_two_divisors(gpn)
+        tps = _tp_candidates(gpn, nvlink_domain_gpus)
     if pipeline_parallel is not None:
         pp = int(check_range(pipeline_parallel, f"{field}.pipeline_parallel", 1, None, integer=True))
         if nodes % pp:
@@ -206,11 +220,22 @@ def parallelism(
     choice = found or _layout(params, state, tps[-1], pps[-1], total, 3 if total > tps[-1] * pps[-1] else 0)
     tp, pp, dp, stage = choice.tp, choice.pp, choice.dp, choice.zero_stage
     by_stage = {str(s): round(state.per_gpu_gb(params, s, tp * pp, dp), 2) for s in ZERO_STAGES if s == 0 or dp > 1}
-    smallest = smallest_fitting_tier(params, memory, headroom, state)
+    smallest = smallest_fitting_tier(params, memory, headroom, state, nvlink_domain_gpus)
     layout = f"TP={tp} inside each node, PP={pp} across nodes, DP={dp}"
     budget_text = f"{budget:g} GB budget ({memory:g} GB x {headroom:g})"
     gb_text = f"{round(choice.gb_per_gpu, 2):g} GB"
     notes: list[str] = []
+    domain = gpn if nvlink_domain_gpus is None else min(nvlink_domain_gpus, gpn)
+    if tp > domain:
+        notes.append(
+            f"TP={tp} from {field}.tensor_parallel spans more than the {domain} GPU(s) of one NVLink domain: its "
+            "all-reduces cross PCIe, an order of magnitude below NVLink (docs/sources.md [S18])"
+        )
+    elif domain < gpn and tensor_parallel is None:
+        notes.append(
+            f"TP kept within the NVLink domain of {domain} GPU(s) (of {gpn} per node): tensor parallelism is only "
+            f"efficient at NVLink speed; {field}.tensor_parallel can set a larger one"
+        )
     if fits:
         sharding = f" with {ZERO_NAMES[stage]} across the {dp} data-parallel ranks" if stage else ""
         strategy = f"{layout}{sharding}: {gb_text} of model state per GPU, within the {budget_text}"
@@ -252,6 +277,7 @@ def parallelism(
         "gpu_memory_budget_gb": round(budget, 1),
         "activations_headroom_gb": round(memory - budget, 1),
         "fits": fits,
+        "tp_domain_gpus": domain,
         "smallest_fitting_tier": smallest,
         "strategy": strategy,
         "notes": notes,

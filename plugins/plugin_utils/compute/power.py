@@ -122,7 +122,15 @@ def decide_power_limit(
     cap = largest
     if gpu_max_w is not None:
         cap = min(cap, int(gpu_max_w))
-    if gpu_min_w is None or cap < gpu_min_w:
+    if gpu_min_w is None:  # the cap may not go below a minimum nobody knows: the site reads it from the hardware
+        raise PlanError(
+            "gpucluster_node.gpu_limits.power_min_w",
+            None,
+            f"the GPU's minimum power limit (nvidia-smi --query-gpu=power.min_limit): {budget_field} "
+            f"({limit_kw:g} kW) holds {per_rack} nodes per rack only with every GPU capped at {cap} W, and the "
+            "catalog has no sourced minimum to check that cap against; or add racks or power",
+        )
+    if cap < gpu_min_w:
         floor_kw = per_rack * node_kw(gpus_per_node, gpu_min_w or 0, base_power_w)
         raise PlanError(
             f"{field}.rack_power_budget_kw",

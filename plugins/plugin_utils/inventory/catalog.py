@@ -41,6 +41,9 @@ class GpuModel:
     memory_clock_lock: (
         bool  # nvidia-smi -lmc: NVML says Ampere or newer fully supported devices (docs/sources.md [S26])
     )
+    #: MIG table (compute_slices, memory_slices, profiles: compute, memory, max, starts) or None: no MIG
+    #: (docs/sources.md [G1] [G2] [G3]; compute/mig.py reads it)
+    mig: dict[str, Any] | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
 

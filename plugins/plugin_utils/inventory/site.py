@@ -21,10 +21,32 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
 
 #: Inventory groups the collection knows, in the order hosts are planned (addresses etc.).
-ROLE_GROUPS = ("head", "storage", "nfs_server", "lustre_mds", "lustre_oss", "compute")
+ROLE_GROUPS = (
+    "head",
+    "storage",
+    "nfs_server",
+    "lustre_mds",
+    "lustre_oss",
+    "nvmeof_target",
+    "beegfs_mgmtd",
+    "beegfs_meta",
+    "beegfs_storage",
+    "compute",
+    "slurm_backup",  # backup Slurm controllers: slurmctld only, SlurmctldHost after the head's (slurm/ha.py)
+)
+#: Groups whose hosts are storage hosts too (the storage play runs on them).
+STORAGE_GROUPS = (
+    "nfs_server",
+    "lustre_mds",
+    "lustre_oss",
+    "nvmeof_target",
+    "beegfs_mgmtd",
+    "beegfs_meta",
+    "beegfs_storage",
+)
 FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
 TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
-STORAGE_TYPES = ("local_nvme", "nfs", "lustre")
+STORAGE_TYPES = ("local_nvme", "nfs", "lustre", "nvmeof", "beegfs")
 NIC_PURPOSES = ("compute", "storage", "management")
 CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
 #: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
@@ -119,6 +141,11 @@ class Site:
     def head(self) -> str:
         return self.hosts_in("head")[0]
 
+    @property
+    def slurm_backups(self) -> list[str]:
+        """Backup Slurm controllers, by name (group slurm_backup); the head is the primary."""
+        return self.hosts_in("slurm_backup")
+
 
 def _section(raw: dict[str, Any], name: str, required: bool = True) -> dict[str, Any]:
     value = raw.get(name)
@@ -148,7 +175,7 @@ def hosts_from_groups(groups: dict[str, list[str]]) -> list[Host]:
     """Hosts in plan order (head, storage, compute; each by name); roles from the groups.
 
     A host in several groups (tier1's single server) appears once with all its roles.
-    ``nfs_server``, ``lustre_mds`` and ``lustre_oss`` hosts are storage hosts too.
+    Hosts of :data:`STORAGE_GROUPS` (nfs_server, lustre_*, nvmeof_target, beegfs_*) are storage hosts too.
     """
     roles: dict[str, list[str]] = {}
     known = {name for group in ROLE_GROUPS for name in groups.get(group) or []}
@@ -172,12 +199,20 @@ def hosts_from_groups(groups: dict[str, list[str]]) -> list[Host]:
             entry = roles.setdefault(name, [])
             if group not in entry:
                 entry.append(group)
-            if group in ("nfs_server", "lustre_mds", "lustre_oss") and "storage" not in entry:
+            if group in STORAGE_GROUPS and "storage" not in entry:
                 entry.append("storage")
     require(bool(groups.get("head")), "groups.head", groups.get("head"), "exactly one host in group 'head'")
     require(len(groups.get("head") or []) == 1, "groups.head", groups.get("head"), "exactly one host in group 'head'")
     require(bool(groups.get("compute")), "groups.compute", groups.get("compute"), "at least one compute host")
-    rank = {g: i for i, g in enumerate(("head", "storage", "compute"))}
+    for name in groups.get("slurm_backup") or []:
+        require(
+            name not in (groups.get("head") or []) and name not in (groups.get("compute") or []),
+            "groups.slurm_backup",
+            name,
+            "a host of its own, in neither group head nor compute (the head is the primary controller)",
+        )
+    # a backup controller is planned last (after compute): adding one to a running site moves no address
+    rank = {g: i for i, g in enumerate(("head", "storage", "compute", "slurm_backup"))}
 
     def order(item: tuple[str, list[str]]) -> tuple[int, str]:
         name, host_roles = item

@@ -40,6 +40,11 @@ RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
 #: taint that keeps pods which do not ask for GPUs off the GPU nodes
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+#: MIG (compute/mig.py): the node label MIG Manager reads, and the ConfigMap with the mig-parted configs, in
+#: the GPU Operator's namespace (docs/sources.md [G8])
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_MAP = "gpucluster-mig-parted-config"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
 #: what a whole-node worker leaves to the node's DaemonSets (GPU/Network Operator agents, DCGM
 #: exporter, node-exporter, CNI): a project choice, not a hardware number
 DAEMONSET_CPU = 4
@@ -136,6 +141,9 @@ def node_labels(plan: dict[str, Any], cooling: str) -> dict[str, dict[str, Any]]
             },
             "taints": [dict(GPU_TAINT)],
         }
+        mig = (plan["gpu"].get("mig") or {}).get("host_config", {}).get(host)
+        if mig:  # the GPU Operator's MIG Manager applies the mig-parted config the label names ([G8])
+            out[host]["labels"][MIG_CONFIG_LABEL] = mig
     return out
 
 
@@ -149,12 +157,14 @@ def _split(total: int, percent: float) -> int:
 
 def _quotas(plan: dict[str, Any], shape: NodeShape) -> dict[str, int]:
     nodes = int(plan["cluster"]["compute_nodes"])
+    mig = plan["gpu"].get("mig") or {}
     return {
-        GPU_RESOURCE: int(plan["cluster"]["gpus_total"]),
+        # a GPU in MIG mode is advertised as its MIG devices, not as nvidia.com/gpu (mixed strategy, [G8])
+        GPU_RESOURCE: int(plan["cluster"]["gpus_total"]) - int(mig.get("mig_gpus", 0)),
         "cpu": shape.cpus * nodes,
         "memory": shape.memory_mib * nodes,
         RDMA_RESOURCE: shape.rdma * nodes,
-    }
+    } | dict(mig.get("k8s_resources", {}))
 
 
 def _resource_group(flavor: str, quota: dict[str, int], borrowing: dict[str, int] | None) -> dict[str, Any]:
@@ -259,10 +269,10 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
     for t in tenants:
         share = float(t["gpu_share_percent"])
         limit = float(t["borrowing_limit_percent"])
-        quota = {r: (int(t["gpus"]) if r == GPU_RESOURCE else _split(v, share)) for r, v in total.items()}
-        borrow = {
-            r: (int(t["borrowing_limit_gpus"]) if r == GPU_RESOURCE else _split(v, limit)) for r, v in total.items()
-        }
+        # with MIG the whole GPUs left are shared like the other resources (a team's GPU count is of all GPUs)
+        whole = GPU_RESOURCE if not plan["gpu"].get("mig") else None
+        quota = {r: (int(t["gpus"]) if r == whole else _split(v, share)) for r, v in total.items()}
+        borrow = {r: (int(t["borrowing_limit_gpus"]) if r == whole else _split(v, limit)) for r, v in total.items()}
         for r in rest:
             rest[r] -= quota[r]
         out.append(
@@ -459,7 +469,8 @@ def operator_policies(plan: dict[str, Any], shape: NodeShape) -> list[dict[str, 
     path's gpucluster-gpu-clocks.service runs; the ClusterPolicy has no clock-lock or power-limit
     setting. DCGM exporter: on, run by the operator (the Kubernetes path installs no host exporter),
     its standalone hostengine off (the exporter embeds one). MIG strategy none: training takes
-    whole GPUs.
+    whole GPUs; mixed, with MIG Manager and the plan's mig-parted configs, when gpucluster_gpu_policy.mig
+    partitions GPUs (compute/mig.py).
     (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html#pre-installed-nvidia-gpu-drivers)
     """
     tolerations = [dict(GPU_TOLERATION)]
@@ -480,6 +491,20 @@ def operator_policies(plan: dict[str, Any], shape: NodeShape) -> list[dict[str, 
             "mig": {"strategy": "none"},
         },
     }
+    mig = plan["gpu"].get("mig")
+    config_map = None
+    if mig:  # mixed: a node may have GPUs with and without MIG; MIG Manager applies the node's layout ([G8])
+        cluster_policy["spec"]["mig"] = {"strategy": "mixed"}
+        cluster_policy["spec"]["migManager"] = {
+            "enabled": True,
+            "config": {"name": MIG_CONFIG_MAP, "default": "all-disabled"},
+        }
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(MIG_CONFIG_MAP, GPU_OPERATOR_NAMESPACE),
+            "data": {"config.yaml": mig["parted_yaml"]},
+        }
     netdevs = [r["netdev"] for r in plan["fabric_host"]["rails"]]
     config = {
         "configList": [
@@ -500,7 +525,7 @@ def operator_policies(plan: dict[str, Any], shape: NodeShape) -> list[dict[str, 
             "rdmaSharedDevicePlugin": dict(RDMA_PLUGIN, config=json.dumps(config, sort_keys=True)),
         },
     }
-    return [cluster_policy, nic_policy] if netdevs else [cluster_policy]
+    return [cluster_policy] + ([config_map] if config_map else []) + ([nic_policy] if netdevs else [])
 
 
 def _path(obj: dict[str, Any]) -> str:
@@ -515,6 +540,7 @@ def _path(obj: dict[str, Any]) -> str:
         "RayJob": "kuberay",
         "RayCluster": "kuberay",
         "ClusterPolicy": "operators",
+        "ConfigMap": "operators",
         "NicClusterPolicy": "operators",
         "Node": "nodes",
     }.get(kind, "namespaces")

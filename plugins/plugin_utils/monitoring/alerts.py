@@ -11,7 +11,7 @@ GpuTemperatureCritical     gpu.temperature.critical_c      DCGM_FI_DEV_GPU_TEMP
 GpuPowerAboveCap           gpu.clocks.power_limit_w        DCGM_FI_DEV_POWER_USAGE
 GpuXidError                any XID                         DCGM_FI_DEV_XID_ERRORS (last XID)
 GpuDoubleBitEcc            any DBE                         DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
-GpuNvlinkErrors            any new CRC flit error          DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL
+GpuNvlinkErrors            any new CRC flit error          DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL (NVLink models)
 GpuExporterDown            scrape fails                    up{job="dcgm"}
 NodeDown                   scrape fails                    up{job="node"} (node-exporter)
 InfinibandPortDown         state != ACTIVE                 node_infiniband_state_id
@@ -236,6 +236,8 @@ def _gpu_rules(r: _Rules, plan: dict[str, Any], gpu: dict[str, str]) -> None:
         "critical",
         f"{where} has {{value:.0f}} double-bit ECC errors: drain the node and reset the GPU",
     )
+    if plan["gpu"]["model"].get("nvlink_gen") is None:
+        return  # no NVLink (a PCIe-only node): dcgm.py exports no NVLink counter, so no NVLink alert
     # NVLink CRC counters only grow: alert on new errors, not on the total since boot
     metric = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
     r.add(

@@ -20,8 +20,10 @@ What the dashboards show and where each metric comes from (:data:`METRIC_SOURCES
 - ``cooling``: the DLC loop's supply, return, flow and ΔT from the site's BMC/CDU exporter, with
   the coolant alerts' thresholds. Air-cooled sites get a text panel saying why it is empty.
 
-There is no Slurm queue dashboard: Debian packages no Slurm exporter and the plan scrapes none
-(docs/monitoring.md, "Grafana dashboards").
+- ``slurm`` (Slurm clusters only): jobs by state and partition, pending reasons, nodes by state and
+  GPUs allocated of the total, from the head's own Slurm exporter (:mod:`slurm_queue`: a timer writes
+  node-exporter textfile metrics; Debian packages no Slurm exporter). Its metric names come from the
+  exporter's definition (:func:`slurm_queue.exporter_metrics`).
 
 Dashboards do not grow with the cluster: one panel per metric, one series per host/GPU/port by
 its labels, and a ``host`` variable (``$host``) to narrow them. Every query reads only metrics in
@@ -53,9 +55,9 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts
     RETURN,
     SUPPLY,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import GRAFANA_PORT
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.slurm_queue import exporter_metrics
 
-#: Grafana's default HTTP port (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port)
-GRAFANA_PORT = 3000
 DATASOURCE_UID = "gpucluster-prometheus"
 DATASOURCE_NAME = "gpucluster Prometheus"
 #: where the provider reads the dashboards' JSON; the Debian/RPM package runs Grafana as user grafana,
@@ -128,7 +130,13 @@ def metric_catalogue(plan: dict[str, Any]) -> dict[str, str]:
     cat.update(PROMETHEUS_METRICS)
     if plan["cooling"]["cooling"] == "dlc":
         cat.update({m: "the site's BMC/CDU exporter (docs/monitoring.md)" for m in COOLANT_METRICS})
+    if _has_slurm(plan):
+        cat.update({m: f"the head's Slurm exporter: {h}" for m, h in exporter_metrics().items()})
     return cat
+
+
+def _has_slurm(plan: dict[str, Any]) -> bool:
+    return plan["cluster"]["scheduler"] == "slurm"
 
 
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
@@ -217,6 +225,9 @@ def _fabric_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
         ),
     ]
     panels = [p for p in panels if all(metric_names(q.expr) <= counters for q in p.queries)]
+    if not panels:  # a PCIe-only model: dcgm.py exports no NVLink counter (compute/interconnect.py)
+        model = plan["gpu"]["model"]["key"]
+        panels = [Panel("NVLink", text=f"{model} has no NVLink: its GPUs talk over PCIe, no NVLink counters.")]
     fab = plan["fabric"]
     if fab["type"] not in ("infiniband", "roce"):
         return [
@@ -353,19 +364,87 @@ def _cooling_panels(plan: dict[str, Any]) -> list[Panel]:
     ]
 
 
-#: the dashboards: key -> (title, panel builder)
-DASHBOARDS = ("gpu", "fabric", "storage", "cooling")
-TITLES = {"gpu": "GPUs", "fabric": "NVLink and fabric", "storage": "Storage throughput", "cooling": "DLC loop"}
+def _slurm_panels(plan: dict[str, Any]) -> list[Panel]:
+    """The queue, cluster-wide: the exporter runs on the head only, so no ``$host`` selector."""
+    nodes = plan["cluster"]["compute_nodes"]
+    gpus = plan["cluster"]["gpus_total"]
+    return [
+        Panel(
+            "Jobs by state",
+            [Query("sum by (state) (gpucluster_slurm_jobs)", "{{state}}")],
+            "short",
+            description="squeue on the head, every scrape interval; array tasks count one by one.",
+        ),
+        Panel(
+            "Running and pending jobs by partition",
+            [
+                Query(
+                    'sum by (partition, state) (gpucluster_slurm_jobs{state=~"running|pending"})',
+                    "{{partition}} {{state}}",
+                )
+            ],
+            "short",
+        ),
+        Panel(
+            "Pending jobs by reason",
+            [Query("gpucluster_slurm_pending_jobs", "{{reason}}")],
+            "short",
+            description="Priority and Resources are a busy queue; QOS*/Assoc* limits, ReqNodeNotAvail or "
+            'PartitionDown need an operator (docs/runbook.md, "Reading the dashboards").',
+        ),
+        Panel(
+            "Nodes by state",
+            [
+                Query("gpucluster_slurm_nodes", "{{state}}"),
+                Query("gpucluster_slurm_nodes_not_responding", "not responding"),
+            ],
+            "short",
+            description=f"The plan has {nodes} compute nodes: idle + mixed + allocated is that number when all are "
+            "in service; drained/down nodes carry a reason (sinfo -R).",
+        ),
+        Panel(
+            "GPUs allocated",
+            [
+                Query("gpucluster_slurm_gpus_allocated", "allocated"),
+                Query("gpucluster_slurm_gpus_total", "configured"),
+            ],
+            "short",
+            description=f"The plan has {gpus} GPUs (cluster.gpus_total); configured below that means nodes "
+            "or GRES are missing from Slurm.",
+        ),
+        Panel(
+            "Slurm exporter",
+            [Query("gpucluster_slurm_exporter_success", "last run read squeue/sinfo/scontrol")],
+            "none",
+            [Step(None, "red"), Step(1, "green", "1: the exporter read the queue")],
+            "0: a Slurm command failed on the head (journalctl -u gpucluster-slurm-metrics); the queue panels "
+            "are empty until it reads again.",
+        ),
+    ]
+
+
+#: the dashboards (slurm only on Slurm clusters)
+DASHBOARDS = ("gpu", "fabric", "storage", "cooling", "slurm")
+TITLES = {
+    "gpu": "GPUs",
+    "fabric": "NVLink and fabric",
+    "storage": "Storage throughput",
+    "cooling": "DLC loop",
+    "slurm": "Slurm queue",
+}
 
 
 def dashboard_panels(plan: dict[str, Any]) -> dict[str, list[Panel]]:
     counters = {c["field"] for c in plan["dcgm"]["exporter"]["counters"]}
-    return {
+    panels = {
         "gpu": _gpu_panels(plan, counters),
         "fabric": _fabric_panels(plan, counters),
         "storage": _storage_panels(plan),
         "cooling": _cooling_panels(plan),
     }
+    if _has_slurm(plan):
+        panels["slurm"] = _slurm_panels(plan)
+    return panels
 
 
 def _grafana_panel(panel: Panel, index: int, datasource: dict[str, str]) -> Any:
@@ -390,6 +469,13 @@ def _grafana_panel(panel: Panel, index: int, datasource: dict[str, str]) -> Any:
     )
 
 
+def _title(plan: dict[str, Any], key: str) -> str:
+    """TITLES[key]; the fabric dashboard of a model without NVLink is "Fabric"."""
+    if key == "fabric" and plan["gpu"]["model"].get("nvlink_gen") is None:
+        return "Fabric"
+    return TITLES[key]
+
+
 def dashboard_json(plan: dict[str, Any], key: str, panels: list[Panel]) -> dict[str, Any]:
     """One dashboard as Grafana's JSON model (a plain dict)."""
     _require_grafanalib()
@@ -406,7 +492,7 @@ def dashboard_json(plan: dict[str, Any], key: str, panels: list[Panel]) -> dict[
         refresh=2,  # on time range change: new hosts appear without editing the dashboard
     )
     board = grafana.Dashboard(
-        title=f"{plan['cluster']['name']}: {TITLES[key]}",
+        title=f"{plan['cluster']['name']}: {_title(plan, key)}",
         uid=f"gpucluster-{key}",
         tags=["gpucluster", plan["cluster"]["tier"]],
         editable=False,

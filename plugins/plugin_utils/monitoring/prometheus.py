@@ -20,6 +20,8 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts
 
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+#: Grafana's default HTTP port (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port)
+GRAFANA_PORT = 3000
 # Slurm's defaults, written out in slurm.conf/slurmdbd.conf (roles/slurm/templates):
 # https://slurm.schedmd.com/slurm.conf.html#OPT_SlurmctldPort, #OPT_SlurmdPort;
 # https://slurm.schedmd.com/slurmdbd.conf.html#OPT_DbdPort

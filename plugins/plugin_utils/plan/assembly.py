@@ -17,25 +17,36 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
     cooling,
     dcgm,
     health,
+    interconnect,
+    mig,
     nccl,
     parallelism,
     power,
+    ups,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host, netplan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, tenants, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, gpu_limits, tenants, tiers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site, load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests as k8s_manifests
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards, slurm_queue
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import prometheus as monitoring
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_manifest
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import firewall_plan, host_policy
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre, lustre_targets, nfs, storage
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
+    beegfs,
+    checkpoint,
+    lustre,
+    lustre_targets,
+    nfs,
+    nvmeof,
+    storage,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import floors as validation
@@ -43,9 +54,16 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import
 SCHEMA_VERSION = 1
 
 
+def _model(site: Site) -> catalog.GpuModel:
+    """The catalog entry, with the site's readings for limits the catalog has no source for (gpu_limits.py)."""
+    node = site.raw.get("gpucluster_node") or {}
+    return gpu_limits.apply_gpu_limits(catalog.gpu_model(site.node.gpu_model), node.get("gpu_limits"))
+
+
 def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
-    """The GPU model, its clocks at the power limit the power plan decided, and its temperatures."""
-    model = catalog.gpu_model(site.node.gpu_model)
+    """The GPU model, its clocks at the power limit the power plan decided, its temperatures, and how the GPUs
+    of a node reach each other (NVSwitch, NVLink bridges or PCIe only: compute/interconnect.py)."""
+    model = _model(site)
     policy = site.gpu_policy
     plan_clocks = clocks.gpu_clocks(
         model,
@@ -56,7 +74,15 @@ def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
         power_limit=power.PowerLimit.from_dict(pw),
     )
     temps = cooling.gpu_temperature_thresholds(model, override=site.node.gpu_temp_limits)
-    return {"model": catalog.gpu_model_as_dict(model), "clocks": plan_clocks, "temperature": temps}
+    link = interconnect.intra_node(model, site.node.gpus_per_node, site.node.pcie_gen)
+    return {
+        "model": catalog.gpu_model_as_dict(model),
+        "clocks": plan_clocks,
+        "temperature": temps,
+        "interconnect": link.as_dict(),
+        # MIG partitioning (compute/mig.py): None unless the site sets gpucluster_gpu_policy.mig
+        "mig": mig.mig_plan(policy.get("mig"), model, site.compute_hosts, site.node.gpus_per_node),
+    }
 
 
 def _power(site: Site) -> dict[str, Any]:
@@ -64,7 +90,7 @@ def _power(site: Site) -> dict[str, Any]:
 
     This is where the GPU power limit is decided (power.decide_power_limit); _gpu applies it.
     """
-    fac, model = site.facility, catalog.gpu_model(site.node.gpu_model)
+    fac, model = site.facility, _model(site)
     policy = site.gpu_policy
     p = "gpucluster_facility"
     requested_w, requested_source = clocks.requested_power_limit(
@@ -133,6 +159,31 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             addresses=addresses,
             paths=out["paths"],
         )
+    elif st["type"] == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
+        out["nvmeof"] = nvmeof.nvmeof_plan(
+            nvmeof=dict(st.get("nvmeof") or {}),
+            targets=site.hosts_in("nvmeof_target"),
+            clients=site.compute_hosts,
+            addresses=addresses,
+            lab=site.lab,
+            paths=out["paths"],
+            domain=site.domain,
+            cores=site.node.cores * site.node.threads_per_core,
+            inventory_hosts=[h.name for h in site.hosts],
+        )
+    elif st["type"] == "beegfs":  # tier3 alternative to Lustre (storage/beegfs.py)
+        storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
+        out["beegfs"] = beegfs.beegfs_plan(
+            beegfs=dict(st.get("beegfs") or {}),
+            mgmtd=site.hosts_in("beegfs_mgmtd"),
+            meta=site.hosts_in("beegfs_meta"),
+            storage=site.hosts_in("beegfs_storage"),
+            addresses=addresses,
+            lab=site.lab,
+            paths={k: v for k, v in out["paths"].items() if k in ("checkpoints", "datasets", "home")},
+            client_interfaces=storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]],
+            rdma=site.fabric["type"] in ("infiniband", "roce"),
+        )
     else:
         out["local_nvme"] = storage.local_raid_plan(
             dict(st.get("local_nvme") or {}),
@@ -140,6 +191,22 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             hosts=site.hosts_in("storage"),
             inventory_hosts=[h.name for h in site.hosts],
         )
+    # async checkpoints: local staging and the drain to the shared path (storage/checkpoint.py)
+    kind = st.get(st["type"]) if isinstance(st.get(st["type"]), dict) else {}
+    mounts = [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
+    mounts.append(kind.get("mount_point"))
+    out["checkpoint_drain"] = checkpoint.checkpoint_drain(
+        wl.get("checkpoint_async"),
+        storage_type=st["type"],
+        local_scratch=st.get("local_scratch"),
+        sizing=sizing,
+        nodes=nodes,
+        remote_path=out["paths"].get("checkpoints"),
+        shared_roots=tuple(m for m in mounts if isinstance(m, str)),
+        lab=bool(site.lab.get("enabled", False)),
+    )
+    if not wl.get("allow_storage_below_need", False):  # the override lets a drain that does not fit through too
+        out["check"] += out["checkpoint_drain"]["check"]
     return out
 
 
@@ -416,6 +483,7 @@ def cluster_plan(
             gpu_memory_gb=gpu["model"]["memory_gb"],
             tensor_parallel=wl.get("tensor_parallel"),
             pipeline_parallel=wl.get("pipeline_parallel"),
+            nvlink_domain_gpus=gpu["interconnect"]["domain_gpus"],
         ),
         "validation": validation.validation_floors(
             tier=tier,
@@ -424,14 +492,23 @@ def cluster_plan(
             compute_nics_per_node=fab["rails"],
             link_rate_gbps=fab["link_rate_gbps"] if fab["type"] != "none" else None,
             nodes=nodes,
+            intra_node=gpu["interconnect"],
+            intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
         ),
     }
+    # inside a node NCCL needs no file: what it uses there, and what the plan leaves to it (nccl.py)
+    plan["nccl"]["intra_node"] = nccl.intra_node_transport(gpu["interconnect"]["kind"], site.node.gpu_model)
+    plan["ups"] = ups.ups_plan(site.facility.get("ups"), plan["power"], plan["cluster"])  # runtime vs shutdown
     plan["tenants"] = tenants.tenants_plan(site.raw.get("gpucluster_tenants"), plan["cluster"]["gpus_total"])
     plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
+    # the health check first: slurm.conf's Epilog=/Prolog= are its programs (plan["health"]["modes"])
+    slurm_section = site.raw.get("gpucluster_slurm")  # not a mapping: accounting_plan names it
+    health_section = slurm_section.get("health") if isinstance(slurm_section, dict) else None
+    plan["health"] = health.health_config(plan, health_section)
     plan["slurm"] = slurm.slurm_plan(site, plan)
-    plan["health"] = health.health_config(plan)
     plan["monitoring"] = monitoring.monitoring_plan(plan)
     plan["dcgm"] = dcgm.dcgm_policy(plan)
+    plan["monitoring"]["slurm_queue"] = slurm_queue.slurm_queue_plan(plan)  # the head's Slurm exporter
     plan["monitoring"]["grafana"] = dashboards.grafana_plan(plan)  # reads the dcgm counters
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]

@@ -25,8 +25,14 @@ HOSTS: dict[str, frozenset[str] | None] = {
     "nfs_server": frozenset({"nfs_server"}),
     "lustre_mds": frozenset({"lustre_mds"}),
     "lustre_oss": frozenset({"lustre_oss"}),
-    "slurm": frozenset({"head", "compute"}),
+    "slurm": frozenset({"head", "compute", "slurm_backup"}),
+    "slurm_controller": frozenset({"head", "slurm_backup"}),  # every slurmctld host (slurm/ha.py)
     "lustre_server": frozenset({"lustre_mds", "lustre_oss"}),
+    "nvmeof_target": frozenset({"nvmeof_target"}),
+    "beegfs_mgmtd": frozenset({"beegfs_mgmtd"}),
+    "beegfs_meta": frozenset({"beegfs_meta"}),
+    "beegfs_storage": frozenset({"beegfs_storage"}),
+    "beegfs_server": frozenset({"beegfs_mgmtd", "beegfs_meta", "beegfs_storage"}),
 }
 
 #: The fields an entry may have (the engine reads src, dest, hosts, if, plan, each; the role's
@@ -72,11 +78,19 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "roce": bool(fabric_hosts.get("roce_hosts")),
         "lab_chrony": bool(plan["time"]["no_clock_control"]),
         "nccl": bool(plan["nccl"]["enabled"]),
+        "mpi": bool(plan["slurm"]["mpi"]["files"]),
         "nccl_topo": bool(plan["nccl"].get("topo_file")),
         "topology": bool(plan["fabric"]["topology_conf"]),
         "lustre": plan["storage"]["type"] == "lustre",
         "nfs_kernel": nfs.get("server_impl") == "kernel",
         "nfs_ganesha": nfs.get("server_impl") == "ganesha",
+        "mig": bool(plan["gpu"].get("mig")),  # a MIG layout is planned (compute/mig.py)
+        "nvmeof": plan["storage"]["type"] == "nvmeof",
+        "beegfs": plan["storage"]["type"] == "beegfs",
+        "ckpt_drain": bool((plan["storage"].get("checkpoint_drain") or {}).get("enabled")),  # storage/checkpoint.py
+        "beegfs_rdma": bool((plan["storage"].get("beegfs") or {}).get("rdma")),
+        "slurm": plan["cluster"]["scheduler"] == "slurm",
+        "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
     }
 
 

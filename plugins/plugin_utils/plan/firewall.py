@@ -5,7 +5,10 @@ Per host, from its roles (a host with several roles gets the union; tier1's one 
 compute and storage at once):
 
 - every host: node-exporter 9100 (the common role runs it everywhere; the head's Prometheus scrapes it);
-- head: slurmctld 6817, slurmdbd 6819, Prometheus 9090, Alertmanager 9093;
+- head: slurmctld 6817, slurmdbd 6819, Prometheus 9090, Alertmanager 9093, Grafana 3000 (the plan
+  always provisions Grafana on the head; the port is closed to all but the management network whether
+  or not the site installs it);
+- slurm_backup (a backup Slurm controller, slurm/ha.py): slurmctld 6817;
 - compute: slurmd 6818, dcgm-exporter 9400.
 
 Only these ports are limited. Everything else stays open on purpose: ssh, NFS (2049 on the
@@ -25,6 +28,7 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import (
     ALERTMANAGER_PORT,
     DCGM_EXPORTER_PORT,
+    GRAFANA_PORT,
     NODE_EXPORTER_PORT,
     PROMETHEUS_PORT,
     SLURMCTLD_PORT,
@@ -53,11 +57,12 @@ class Service:
 
 #: The services per role (ports: monitoring/prometheus.py, with their sources).
 SERVICES: tuple[Service, ...] = (
-    Service("slurmctld", SLURMCTLD_PORT, frozenset({"head"})),
+    Service("slurmctld", SLURMCTLD_PORT, frozenset({"head", "slurm_backup"})),  # backup controllers too
     Service("slurmd", SLURMD_PORT, frozenset({"compute"})),
     Service("slurmdbd", SLURMDBD_PORT, frozenset({"head"})),
     Service("prometheus", PROMETHEUS_PORT, frozenset({"head"})),
     Service("alertmanager", ALERTMANAGER_PORT, frozenset({"head"})),
+    Service("grafana", GRAFANA_PORT, frozenset({"head"})),
     Service("node-exporter", NODE_EXPORTER_PORT, None),
     Service("dcgm-exporter", DCGM_EXPORTER_PORT, frozenset({"compute"})),
 )

@@ -70,6 +70,8 @@ NARROWED: tuple[str, ...] = (
     "hosts",
     "files",
     "storage.lustre.targets",
+    "storage.nvmeof.targets",
+    "storage.nvmeof.clients",
     "fabric_host.node_descriptions",
     "fabric_host.infiniband_hosts",
     "fabric_host.roce_hosts",

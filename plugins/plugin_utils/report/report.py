@@ -16,8 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import INTRO as HEALTH_INTRO
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import health_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import intra_node_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import ZERO_NAMES
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.ups import ups_rows, ups_warnings
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco import tco_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import INTRO as HA_INTRO
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import ha_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import INTRO as MPI_INTRO
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import mpi_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import drain_rows
 
 Row = list[str]
 
@@ -360,8 +369,43 @@ def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _mig_section(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """MIG partitioning (compute/mig.py), only where the site plans it."""
+    mig = plan["gpu"].get("mig")
+    if not mig:
+        return None
+    rows = [
+        [
+            f"mig[{i}] {e['nodes']} GPUs {e['gpus'] if e['gpus'] == 'all' else ','.join(map(str, e['gpus']))}",
+            ", ".join(e["profiles"]),
+            "placed at memory slices " + ", ".join(f"{p} {s}" for p, s in e["placement"]),
+        ]
+        for i, e in enumerate(mig["entries"])
+    ]
+    rows += [
+        [f"Slurm {name}", c["gres"], f"{c['hosts']}: AutoDetect=nvml in gres.conf"]
+        for name, c in mig["configs"].items()
+    ]
+    rows.append(["mig-parted config", mig["config_file"], "gpucluster-mig.service applies the node's config at boot"])
+    intro = (
+        f"{mig['mig_gpus']} GPUs in MIG mode ({mig['model']}: {mig['compute_slices']} compute and "
+        f"{mig['memory_slices']} memory slices per GPU; profiles and starts from NVIDIA's MIG user guide). "
+        "MIG instances have no NVLink or P2P between them: the all_reduce floors apply to whole GPUs only."
+    )
+    return _section("MIG partitioning", rows, intro)
+
+
 def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    sections = [_tier_section(plan), _gpu_section(plan), _power_section(plan), _cooling_section(plan)]
+    sections = [_tier_section(plan), _gpu_section(plan)]
+    if "interconnect" in plan["gpu"]:  # NVSwitch, NVLink bridges or PCIe only, and what follows (interconnect.py)
+        sections.append(_section("Inside the node", intra_node_rows(plan)))
+    mig = _mig_section(plan)  # MIG partitioning, only where planned (compute/mig.py)
+    if mig:
+        sections.append(mig)
+    sections.append(_power_section(plan))
+    if "ups" in plan:  # UPS runtime vs the graceful shutdown (compute/ups.py, playbooks/shutdown.yml)
+        sections.append(_section("Power protection (UPS)", ups_rows(plan["ups"])))
+    sections.append(_cooling_section(plan))
     sections.append(_storage_section(plan))
     st = plan["storage"]
     if "lustre" in st:
@@ -371,6 +415,31 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
         rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
         sections.append(_section("Lustre", rows))
+    if "nvmeof" in st:  # storage/nvmeof.py: per-node remote namespaces
+        nv = st["nvmeof"]
+        rows = [[f"target {t}", f"{len(x['devices'])} devices at {x['address']}:{nv['trsvcid']}", f"{nv['transport']}"]
+                for t, x in nv["targets"].items()]  # fmt: skip
+        rows += [
+            ["namespaces per node", str(nv["namespaces_per_client"]), "targets x devices / nodes"],
+            ["unexported devices", str(nv["unexported"]), "left over when the devices do not divide evenly"],
+            ["nvme connect-all", nv["discovery_conf"].splitlines()[0], f"{nv['discovery_conf_path']}, a line a target"],
+        ]
+        intro = "Block devices, not a shared file system: each compute node gets its own namespaces (remote scratch)."
+        sections.append(_section("NVMe-oF", rows, intro))
+    if "beegfs" in st:  # storage/beegfs.py: patterns from the Lustre layouts' decision
+        bg = st["beegfs"]
+        rows = [[f"pattern {role}", p["command"], f"{bg['target_count']} targets (Lustre layout's last component)"]
+                for role, p in bg["patterns"].items()]  # fmt: skip
+        rows += [
+            ["management", f"{bg['mgmtd']} ({bg['mgmtd_address']})", f"{bg['network']} network"],
+            ["metadata / storage hosts", f"{', '.join(bg['meta'])} / {', '.join(bg['storage'])}", "inventory groups"],
+            ["RDMA", "yes" if bg["rdma"] else "no", "gpucluster_storage.beegfs.rdma or the fabric type"],
+        ]
+        sections.append(_section("BeeGFS", rows))
+    if "checkpoint_drain" in st:  # async checkpoints: local staging, drain to the shared path
+        rows = drain_rows(st["checkpoint_drain"], st["sizing"]["checkpoint_bytes"], plan["cluster"]["compute_nodes"],
+                          st["sizing"]["inputs"]["interval_min"])  # fmt: skip
+        sections.append(_section("Checkpoint staging and drain", rows))
     fabric = _fabric_section(plan)
     if fabric:
         sections.append(fabric)
@@ -379,6 +448,12 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         rows = [[r[0], f"InfiniBand {r[1]} / RoCEv2 {r[2]} (IB - RoCE {r[3]})", r[4]] for r in tco_rows(tco)]
         intro = f"{tco['reason']}. {tco['caveat']}" if tco["applies"] else f"{tco['reason']}."
         sections.append(_section("What the fabric costs", rows, intro))
+    if "mpi" in plan.get("slurm", {}):  # MpiDefault and the UCX / Open MPI files (slurm/mpi.py)
+        sections.append(_section("MPI", mpi_rows(plan["slurm"]["mpi"]), MPI_INTRO))
+    if plan.get("slurm", {}).get("ha", {}).get("enabled"):  # backup controllers only (slurm/ha.py)
+        sections.append(_section("Slurm controllers", ha_rows(plan["slurm"]["ha"]), HA_INTRO))
+    if "modes" in plan.get("health", {}):  # the health check's Slurm hooks (compute/health.py)
+        sections.append(_section("Node health check", health_rows(plan["health"]), HEALTH_INTRO))
     sections.append(_parallelism_section(plan))
     sections.append(_acceptance_section(plan))
     return sections
@@ -428,7 +503,7 @@ def _storage_warnings(plan: dict[str, Any]) -> list[str]:
 def report_summary(plan: dict[str, Any]) -> dict[str, list[str]]:
     """What a reader must see first: ``warnings`` (empty for a clean plan), then ``next_steps``."""
     c, tier, par = plan["cluster"], plan["tier"], plan["parallelism"]
-    warnings = _power_warnings(plan) + _storage_warnings(plan)
+    warnings = _power_warnings(plan) + ups_warnings(plan.get("ups")) + _storage_warnings(plan)
     if not par["fits"]:
         warnings.append(f"Model does not fit: {par['strategy'].removeprefix('does not fit: ')}.")
     if c["compute_nodes"] != tier["nodes"]:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
@@ -63,6 +64,19 @@ def _gres_lines(site: Site, nodes_expr: str, with_cores: bool) -> list[str]:
     return lines
 
 
+def _gres_conf(site: Site, plan: dict[str, Any], with_cores: bool) -> list[str]:
+    """gres.conf: NVML detects the MIG nodes' devices (compute/mig.py); explicit File= lines for the rest."""
+    layout = plan["gpu"].get("mig")
+    plain = mig.without_mig(site.compute_hosts, layout)
+    return mig.gres_conf_lines(layout) + (_gres_lines(site, hostlist.compress(plain), with_cores) if plain else [])
+
+
+def _hook(plan: dict[str, Any], mode: str) -> str:
+    """The health check's program for slurm.conf ``Epilog=``/``Prolog=``, or "" when that mode is off."""
+    entry = plan["health"]["modes"][mode]
+    return entry["program"] if entry["enabled"] else ""
+
+
 def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
     acct = accounting.accounting_plan(site.raw.get(accounting.FIELD), plan)
@@ -87,21 +101,31 @@ def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
         "cluster_name": site.name.lower(),
         "controller": site.head,
         "controller_address": plan["hosts"][site.head]["addresses"]["management"],
+        # every slurmctld host, primary (the head) first, StateSaveLocation and its shared mount (ha.py)
+        "ha": ha.ha_plan(
+            site.raw.get(accounting.FIELD),
+            primary=site.head,
+            backups=site.slurm_backups,
+            addresses={"hosts": {n: h["addresses"] for n, h in plan["hosts"].items()}},
+            lab=lab,
+        ),
         # one NodeName line per set of nodes with the same Features (accounting.py: GPU type, fabric,
         # scalable unit, cooling), so users can pick nodes with --constraint; no Weight= because every
         # compute node has the same hardware (one gpucluster_node), and Weight only orders unequal nodes
         # (slurm.conf(5), NodeName ... Weight: "lowest weight which satisfies their requirements")
+        # MIG nodes (compute/mig.py) get a line of their own: Gres=gpu:<profile>:<n> per MIG profile
         "node_line": "\n".join(
-            f"NodeName={group['nodes']} CPUs={node.cores * node.threads_per_core} Boards=1 "
+            f"NodeName={nodes} CPUs={node.cores * node.threads_per_core} Boards=1 "
             f"SocketsPerBoard={node.cpu_sockets} CoresPerSocket={node.cores_per_socket} "
             f"ThreadsPerCore={node.threads_per_core} RealMemory={real_memory} "
-            f"Gres=gpu:{gtype}:{node.gpus_per_node} Features={','.join(group['features'])} State=UNKNOWN"
+            f"Gres={gres} Features={','.join(group['features'])} State=UNKNOWN"
             for group in acct["node_features"]
+            for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
         ),
         "accounting": acct,
         "real_memory_mib": real_memory,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
-        "gres_conf_lines": _gres_lines(site, nodes_expr, with_cores=not lab.get("slurm_gres_no_cores", False)),
+        "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
         "partitions": partitions,
         "plugins": plugins,
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
@@ -109,5 +133,25 @@ def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
         "topology_plugin": "topology/tree" if plan["fabric"]["topology_conf"] else "",
         "health_check_program": HEALTH_CHECK_PROGRAM,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        # the same check after (Epilog) and before (Prolog) each job, when the inventory has them on
+        # (compute/health.py, gpucluster_slurm.health; docs/sources.md [SL9]); "" leaves the line out
+        "epilog": _hook(plan, "epilog"),
+        "prolog": _hook(plan, "prolog"),
         "lab": bool(lab),
+        "mpi": _mpi(site, plan, lab),
     }
+
+
+def _mpi(site: Site, plan: dict[str, Any], lab: dict[str, Any]) -> dict[str, Any]:
+    """MpiDefault and the UCX / Open MPI files (slurm/mpi.py). Lab override: containers have no HCA,
+    so UCX runs over TCP instead of the fabric's rails."""
+    fab = plan["fabric"]
+    nics = site.node.compute_nics
+    return mpi.mpi_settings(
+        fabric_type=fab["type"],
+        compute_hcas=[n.name for n in nics],
+        compute_netdevs=[n.netdev for n in nics],
+        roce=fab["roce"],
+        ib_service_level=(fab["infiniband"] or {}).get("service_level"),
+        lab=bool(lab),
+    ).as_dict()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
+
 from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml import (  # target side: lustre_layout
     EOF_END,
     GIB,
@@ -151,6 +153,12 @@ def lctl_set_param_commands(tunables: dict[str, int], fsname: str) -> list[str]:
     return out
 
 
+def _yaml_str(value: str) -> str:
+    """``value`` as a YAML scalar that reads back as that string: plain when it can be (ib0), quoted when
+    a plain scalar would read as something else ('yes', 'null', '1')."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).removesuffix("\n...\n").strip()
+
+
 def lnet_config(
     *, interfaces: list[str], net: str = "o2ib0", field: str = "gpucluster_storage.lustre"
 ) -> dict[str, Any]:
@@ -162,7 +170,7 @@ def lnet_config(
     ifaces = ",".join(interfaces)
     yaml_lines = ["net:", f"    - net type: {net}", "      local NI(s):"]
     for iface in interfaces:
-        yaml_lines += ["        - interfaces:", f"              0: {iface}"]
+        yaml_lines += ["        - interfaces:", f"              0: {_yaml_str(iface)}"]
     return {
         "net": net,
         "interfaces": list(interfaces),

@@ -164,7 +164,7 @@ def test_slice0_holds_every_non_compute_host_and_the_compute_slices_only_compute
     _, groups = load_inventory("tier4")
     plan = slices.plan_slices("site-x", groups, 3)
     assert [s.ident for s in plan] == ["site-x-slice0", "site-x-slice1", "site-x-slice2", "site-x-slice3"]
-    assert plan[0].hosts == ("head01", "mds01", "oss01", "oss02")
+    assert plan[0].hosts == ("head01", "head02", "mds01", "oss01", "oss02")  # head02: the backup controller
     compute = [h for s in plan[1:] for h in s.hosts]
     assert sorted(compute) == sorted(groups["compute"]) and len(compute) == len(set(compute)) == 8
     assert [len(s.hosts) for s in plan[1:]] == [3, 3, 2]
@@ -176,8 +176,8 @@ def test_inventory_groups_flattens_children(slices: ModuleType) -> None:
         ROOT / "inventories" / "tier4", str(Path(sys.executable).parent / "ansible-inventory")
     )
     assert groups["storage"] == ["mds01", "oss01", "oss02"]
-    assert len(groups["compute"]) == 8 and len(groups["all"]) == 12
-    assert slices.plan_slices("i", groups, 2)[0].hosts == ("head01", "mds01", "oss01", "oss02")
+    assert len(groups["compute"]) == 8 and len(groups["all"]) == 13 and groups["slurm_backup"] == ["head02"]
+    assert slices.plan_slices("i", groups, 2)[0].hosts == ("head01", "head02", "mds01", "oss01", "oss02")
 
 
 def test_each_slice_command_carries_its_limit_the_plan_file_and_hash(slices: ModuleType, tmp_path: Path) -> None:

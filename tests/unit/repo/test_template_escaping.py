@@ -195,7 +195,9 @@ def test_every_reviewed_template_parses_in_its_grammar(case: str) -> None:
             json.loads(text)
         elif dest.endswith(".xml"):
             ET.fromstring(text)
-        elif dest.startswith("/etc/default/") or dest.endswith((".sbatch", "-setup", "mkfs.list")):
+        elif dest.startswith("/etc/default/") or dest.endswith(
+            (".sbatch", "-setup", "mkfs.list", "-epilog", "-prolog")
+        ):
             bash_syntax(text)  # /etc/default files are sourced by sh; the others are scripts
     assert seen, f"{case}: nothing rendered"
     if plan["storage"]["type"] == "lustre":
@@ -370,11 +372,6 @@ def test_commands_with_values_use_argv() -> None:
     assert not bad
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine (storage/lustre.py lnet_config) writes interface names as plain YAML scalars: an ifname "
-    "the schema allows such as 'yes', 'null' or '1' reads back as a bool, None or int; for the integrator",
-)
 @pytest.mark.parametrize("ifname", ["yes", "null", "1"])
 def test_lnet_yaml_keeps_any_interface_name_a_string(ifname: str) -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre

@@ -48,10 +48,14 @@ def test_power_capped() -> None:
 
 
 def test_unknown_limits_are_refused_not_guessed() -> None:
-    with pytest.raises(PlanError, match="read it from the hardware"):
+    """The error names the inventory key that supplies the value (issue 19 item 5: it named clock_policy)."""
+    with pytest.raises(PlanError, match="read from the hardware") as caught:
         gpu_clocks(gpu_model("rtx_pro_6000"), "max_performance")
-    with pytest.raises(PlanError, match="read it from the hardware"):
+    assert caught.value.field == "gpucluster_node.gpu_limits.max_sm_mhz"
+    assert "clocks.max.sm" in str(caught.value) and "clock_policy max_performance" in str(caught.value)
+    with pytest.raises(PlanError, match="read from the hardware") as caught:
         gpu_clocks(gpu_model("b200"), "power_capped", power_cap_w=800)
+    assert caught.value.field == "gpucluster_node.gpu_limits.power_min_w"
 
 
 def test_unknown_policy() -> None:

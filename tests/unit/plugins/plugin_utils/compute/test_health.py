@@ -18,10 +18,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
+from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import gpu
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import health
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX, health_config
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
 
 SCRIPT = ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck"
 DATA = ROOT / "tests" / "data"
@@ -131,6 +133,28 @@ class Node:
             f"if sys.argv[1] == 'show': sys.stdout.write(open({str(self.show)!r}).read())\n"
         )
         self.scontrol.chmod(0o755)
+        self.state = tmp_path / "state"
+        # journalctl -k prints kernel.log and logs its arguments; dcgmi diag prints diag.txt
+        self.kernel = tmp_path / "kernel.log"
+        self.kernel.write_text("")
+        self.journalctl = self._tool("journalctl", self.kernel)
+        self.diag = tmp_path / "diag.txt"
+        self.diag.write_text((DATA / "acceptance" / "dcgm_diag_v3_real_pass.txt").read_text())
+        self.dcgmi = self._tool("dcgmi", self.diag)
+
+    def _tool(self, name: str, output: Path) -> Path:
+        tool = self.dir / name
+        tool.write_text(
+            f"#!{sys.executable}\nimport json, sys\n"
+            f"open({str(self.dir / (name + '.calls'))!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+            f"sys.stdout.write(open({str(output)!r}).read())\n"
+        )
+        tool.chmod(0o755)
+        return tool
+
+    def tool_calls(self, name: str) -> list[list[str]]:
+        calls = self.dir / f"{name}.calls"
+        return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
     def port(self, name: str, state: str, rate: str) -> None:
         hca, port = name.split("/")
@@ -147,13 +171,17 @@ class Node:
             [
                 "--config", str(self.config), "--node", NODE, "--scontrol", str(self.scontrol),
                 "--nvidia-smi-output", str(self.smi), "--ib-sysfs", str(self.ib), "--coolant", str(self.coolant),
+                "--state-dir", str(self.state), "--journalctl", str(self.journalctl), "--dcgmi", str(self.dcgmi),
                 *extra,
             ]
         )  # fmt: skip
 
     def updates(self) -> list[list[str]]:
+        return [call for call in self.scontrol_calls() if call[0] == "update"]
+
+    def scontrol_calls(self) -> list[list[str]]:
         lines = self.calls.read_text().splitlines() if self.calls.exists() else []
-        return [call for call in map(json.loads, lines) if call[0] == "update"]
+        return list(map(json.loads, lines))
 
 
 @pytest.fixture
@@ -273,7 +301,16 @@ def test_dry_run_prints_and_changes_nothing(node: Node, capsys: pytest.CaptureFi
 def test_lab_skips_missing_gpu_and_hca(tmp_path: Path, plan: dict[str, Any]) -> None:
     node = Node(tmp_path, {**plan["health"], "lab": True})
     absent = str(tmp_path / "absent")
-    argv = ["--config", str(node.config), "--node", NODE, "--scontrol", str(node.scontrol)]
+    argv = [
+        "--config",
+        str(node.config),
+        "--node",
+        NODE,
+        "--scontrol",
+        str(node.scontrol),
+        "--state-dir",
+        str(node.state),
+    ]
     argv += ["--nvidia-smi", absent, "--ib-sysfs", absent, "--coolant", str(node.coolant)]
     assert hc.main(argv) == 0
     node.config.write_text(json.dumps(plan["health"]))  # the same node outside the lab drains
@@ -292,3 +329,204 @@ def test_parse_recorded_scontrol_output() -> None:
     text = (DATA / "slurm" / "scontrol-show-node-drained.txt").read_text()
     assert hc.parse_node(text) == ("IDLE+DRAIN", "Low RealMemory")
     assert hc.parse_node(_show("MIXED", None)) == ("MIXED", None)
+
+
+# ---------------------------------------------------------------- Epilog and Prolog (docs/sources.md [SL9])
+
+RESUME = ["update", f"nodename={NODE}", "state=resume"]
+DBE = "gpucluster: gpu2 dbe ecc 2"
+
+
+def test_modes_and_dcgm_from_the_plan(plan: dict[str, Any]) -> None:
+    cfg = plan["health"]
+    assert cfg["modes"] == {
+        "periodic": {
+            "enabled": True,
+            "program": slurm.HEALTH_CHECK_PROGRAM,
+            "checks": ["gpus", "xid", "fabric", "coolant"],
+        },
+        "epilog": {"enabled": True, "program": "/usr/local/sbin/gpucluster-epilog", "checks": ["gpus", "xid", "dcgm"]},
+        "prolog": {"enabled": False, "program": "/usr/local/sbin/gpucluster-prolog", "checks": ["gpus", "xid"]},
+    }
+    # dcgmi diag -r 1: "Quick (System Validation ~ seconds)" (docs/sources.md [D2]); the timeout is an input
+    assert cfg["dcgm"] == {"level": 1, "timeout_s": 120}
+    assert cfg["recorded"] is None  # real hosts read nvidia-smi, never a file
+    assert (plan["slurm"]["epilog"], plan["slurm"]["prolog"]) == ("/usr/local/sbin/gpucluster-epilog", "")
+    text = render_role_template("slurm", "slurm.conf.j2", plan, "head01")
+    assert "\nEpilog=/usr/local/sbin/gpucluster-epilog\n" in text and "\nProlog=" not in text
+
+
+def test_inventory_turns_the_prolog_on_and_dcgm_off() -> None:
+    site, groups = load_inventory("tier2")
+    site = {
+        **site,
+        "gpucluster_slurm": {**site.get("gpucluster_slurm", {}), "health": {"prolog": True, "dcgm_level": 0}},
+    }
+    plan = cluster_plan(site, groups)
+    assert plan["health"]["modes"]["prolog"]["enabled"] is True
+    assert "dcgm" not in plan["health"]["modes"]["epilog"]["checks"]
+    assert plan["slurm"]["prolog"] == health.PROLOG_PROGRAM
+    text = render_role_template("slurm", "slurm.conf.j2", plan, "head01")
+    assert "\nProlog=/usr/local/sbin/gpucluster-prolog\n" in text
+    off = cluster_plan({**site, "gpucluster_slurm": {"health": {"epilog": False}}}, groups)
+    assert off["slurm"]["epilog"] == "" and "Epilog=" not in render_role_template(
+        "slurm", "slurm.conf.j2", off, "head01"
+    )
+
+
+def test_lab_plan_names_the_recorded_gpu_input() -> None:
+    site, groups = load_inventory("tier2")
+    plan = cluster_plan({**site, "gpucluster_lab": {"enabled": True}}, groups)
+    assert plan["health"]["recorded"] == {"nvidia_smi_output": health.LAB_NVIDIA_SMI_OUTPUT}
+
+
+def test_wrappers_run_the_installed_check_in_their_mode(plan: dict[str, Any]) -> None:
+    for mode in ("epilog", "prolog"):
+        listed = next(f for f in ROLE_FILES["compute"] if f["src"] == f"gpucluster-{mode}.j2")
+        assert (listed["dest"], listed["hosts"], listed["mode"]) == (
+            plan["health"]["modes"][mode]["program"],
+            "compute",
+            "0755",
+        )
+        text = render_role_template("compute", f"gpucluster-{mode}.j2", plan, NODE)
+        assert text.splitlines()[-1] == f"exec {slurm.HEALTH_CHECK_PROGRAM} --mode {mode}"
+        assert "\nPATH=" in text  # Slurm runs hooks without a search path
+
+
+def test_epilog_drains_with_our_reason_and_exits_0(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(ecc={2: 2}))
+    assert node.run("--mode", "epilog") == 0  # non-zero would make Slurm re-drain as "Epilog error"
+    assert node.updates() == [_drain(DBE)]
+    assert (node.state / "drained").exists()
+    assert node.tool_calls("dcgmi") == [["diag", "-r", "1", "-j"]]
+
+
+def test_epilog_on_a_healthy_node_asks_the_controller_nothing(node: Node) -> None:
+    assert node.run("--mode", "epilog") == 0
+    assert node.scontrol_calls() == []
+
+
+def test_clean_check_resumes_an_epilog_drain_and_clears_the_marker(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(ecc={2: 2}))
+    assert node.run("--mode", "epilog") == 0
+    node.set_state("IDLE+DRAIN", DBE)
+    node.smi.write_text(_gpu_csv())
+    assert node.run("--mode", "epilog") == 0  # the marker says: ask, and resume our drain
+    assert node.updates()[-1] == RESUME
+    assert not (node.state / "drained").exists()
+
+
+def test_epilog_leaves_an_operator_drain_and_forgets_the_marker(node: Node) -> None:
+    (node.state).mkdir()
+    (node.state / "drained").write_text("")
+    node.set_state("IDLE+DRAIN", "operator: replace DIMM")
+    assert node.run("--mode", "epilog") == 0
+    assert node.updates() == []
+    assert not (node.state / "drained").exists()
+    node.smi.write_text(_gpu_csv(ecc={2: 2}))
+    assert node.run("--mode", "epilog") == 0  # drained already: the operator's reason stays
+    assert node.updates() == []
+
+
+def test_epilog_exits_1_only_when_it_cannot_drain(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(ecc={2: 2}))
+    node.scontrol.write_text(node.scontrol.read_text() + "if sys.argv[1] == 'update': sys.exit(1)\n")
+    assert node.run("--mode", "epilog") == 1  # Slurm's own "Epilog error" drain is the fallback
+    node.config.write_text("{not json")
+    assert node.run("--mode", "epilog") == 0  # a check that cannot run never drains the cluster
+
+
+def test_prolog_fails_the_job_start_after_draining(node: Node) -> None:
+    node.smi.write_text(_gpu_csv(temps={3: 89}))
+    assert node.run("--mode", "prolog") == 1  # Slurm requeues the job and keeps our reason
+    assert node.updates() == [_drain("gpucluster: gpu3 89C >= 87C")]
+    assert node.tool_calls("dcgmi") == []  # no diagnostic before a job
+    node.smi.write_text(_gpu_csv())
+    assert node.run("--mode", "prolog") == 0
+
+
+def test_epilog_reads_kernel_xids_since_the_last_read_and_keeps_them_drained(node: Node) -> None:
+    node.kernel.write_text(
+        "Oct 02 10:41:07 compute01 kernel: NVRM: Xid (PCI:0000:1c:00): 79, pid=0, GPU has fallen off\n"
+    )
+    assert node.run("--mode", "epilog") == 0
+    assert node.updates() == [_drain("gpucluster: gpu3 xid 79")]
+    (first,) = node.tool_calls("journalctl")
+    assert first[-1] == "--boot"  # the first read: since boot
+    node.kernel.write_text("")
+    node.set_state("IDLE+DRAIN", "gpucluster: gpu3 xid 79")
+    stamp = (node.state / "xid-since").read_text().strip()  # written by the first read
+    assert node.run("--mode", "epilog") == 0
+    assert node.tool_calls("journalctl")[-1][-2:] == ["--since", "@" + stamp]
+    assert node.updates() == [_drain("gpucluster: gpu3 xid 79")]  # an XID is an event: an operator resumes
+
+
+def test_periodic_check_reads_no_kernel_log_and_runs_no_diag(node: Node) -> None:
+    assert node.run() == 0
+    assert node.tool_calls("journalctl") == [] and node.tool_calls("dcgmi") == []
+
+
+def test_dcgm_diag_failure_drains_naming_test_and_gpu(node: Node) -> None:
+    node.diag.write_text((DATA / "acceptance" / "dcgm_diag_r3_h100_memory_fail.json").read_text())
+    assert node.run("--mode", "epilog") == 0
+    assert node.updates() == [_drain("gpucluster: dcgm memory fail gpu5")]
+
+
+def test_dcgm_diag_without_answer_drains_and_missing_dcgmi_is_skipped(
+    node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = json.loads(node.config.read_text())
+    node.config.write_text(json.dumps({**cfg, "dcgm": {"level": 1, "timeout_s": 1}}))
+    node.dcgmi.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(5)\n")
+    assert node.run("--mode", "epilog") == 0
+    assert node.updates() == [_drain("gpucluster: dcgm diag r1 no answer in 1s")]
+    node.calls.unlink()
+    node.set_state("IDLE", None)
+    assert node.run("--mode", "epilog", "--dcgmi", str(node.dir / "absent")) == 0
+    assert "note: dcgmi missing: dcgm diag not run" in capsys.readouterr().out
+
+
+def test_lab_config_reads_the_recorded_gpu_file_when_present(tmp_path: Path, plan: dict[str, Any]) -> None:
+    recorded = tmp_path / "recorded.csv"
+    node = Node(tmp_path, {**plan["health"], "lab": True, "recorded": {"nvidia_smi_output": str(recorded)}})
+    argv = ["--config", str(node.config), "--node", NODE, "--scontrol", str(node.scontrol), "--mode", "epilog"]
+    argv += [
+        "--nvidia-smi",
+        str(tmp_path / "absent"),
+        "--state-dir",
+        str(node.state),
+        "--journalctl",
+        str(node.journalctl),
+    ]
+    argv += ["--dcgmi", str(tmp_path / "absent"), "--ib-sysfs", str(tmp_path / "absent")]
+    assert hc.main(argv) == 0 and node.scontrol_calls() == []  # no file: the lab's default is healthy
+    recorded.write_text(_gpu_csv(ecc={2: 2}))
+    assert hc.main(argv) == 0
+    assert node.updates() == [_drain(DBE)]
+
+
+def test_parse_recorded_dcgm_diag_outputs() -> None:
+    assert hc.parse_dcgm_diag((DATA / "acceptance" / "dcgm_diag_v3_real_pass.txt").read_text()) == []
+    assert hc.parse_dcgm_diag((DATA / "acceptance" / "dcgm_diag_r3_h100_memory_fail.json").read_text()) == [
+        "dcgm memory fail gpu5"
+    ]
+
+
+def test_an_xid_drain_keeps_its_reason_when_another_problem_follows() -> None:
+    xid = "gpucluster: gpu3 xid 79"
+    assert hc.decide(["gpu2 dbe ecc 2"], "IDLE+DRAIN", xid, REASON_PREFIX) == (None, None)
+    assert hc.decide([], "IDLE+DRAIN", xid, REASON_PREFIX) == (None, None)
+    assert hc.decide(["gpu2 dbe ecc 2"], "IDLE+DRAIN", "gpucluster: gpu3 89C >= 87C", REASON_PREFIX) == (
+        "drain",
+        "gpucluster: gpu2 dbe ecc 2",
+    )
+
+
+def test_report_shows_the_hooks_and_the_diagnostic(plan: dict[str, Any]) -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+
+    section = next(s for s in report_sections(plan) if s["title"] == "Node health check")
+    rows = {r[0]: r[1] for r in section["rows"]}
+    assert rows["Epilog"] == "/usr/local/sbin/gpucluster-epilog (gpus, xid, dcgm)"
+    assert rows["Prolog"] == "off"
+    assert rows["dcgmi diag (epilog)"] == "-r 1, at most 120 s"

@@ -98,6 +98,7 @@ class Case:
 LONG = "a" * 5000
 NET = "gpucluster_network"
 NODE = "gpucluster_node"
+MIG = "gpucluster_gpu_policy.mig"
 ST = "gpucluster_storage"
 LU = "gpucluster_storage.lustre"
 FAB = "gpucluster_fabric"
@@ -106,6 +107,23 @@ PATH = "an absolute path"
 DEV = "a device path under /dev/"
 HOST = "RFC 1123"
 TEN = "gpucluster_tenants"
+CKA = "gpucluster_workload.checkpoint_async"
+UPS = "gpucluster_facility.ups"
+#: a valid UPS (compute/ups.py) that the ups-* cases change one key of
+GOOD_UPS = {"rating_kva": 100, "runtime_minutes": 12, "runtime_points": [{"load_percent": 50, "minutes": 30}]}
+
+
+def ups(**change: Any) -> Callable[[Inventory], None]:
+    """A valid UPS with ``change`` applied (a value of DROP removes the key)."""
+    value = {**GOOD_UPS, **change}
+    return put(UPS, {k: v for k, v in value.items() if v is not DROP})
+
+
+HC = "gpucluster_slurm.health"
+NV = "gpucluster_storage.nvmeof"
+BG = "gpucluster_storage.beegfs"
+NVT = "examples/tier2-nvmeof"
+BGT = "examples/tier3-beegfs"
 
 
 def _team(name: str, share: Any, **more: Any) -> dict[str, Any]:
@@ -354,6 +372,57 @@ CASES = [
     Case("netdev-5000", put(f"{NODE}.nics[0].netdev", LONG), f"{NODE}.nics[0].netdev", "1 to 15"),
     Case("cores-fraction", put(f"{NODE}.cores_per_socket", 56.5), f"{NODE}.cores_per_socket", "an integer"),
     Case("ntp-number", put(f"{NET}.ntp_servers", [123]), f"{NET}.ntp_servers[0]", "a string"),
+    # --- a backup Slurm controller (groups.slurm_backup, tier4) needs a shared StateSaveLocation
+    Case(
+        "ha-no-state",
+        put("gpucluster_slurm.state_save_location", DROP),
+        "gpucluster_slurm.state_save_location",
+        "shared storage",
+        "tier4",
+    ),
+    Case(
+        "ha-no-mount",
+        put("gpucluster_slurm.state_save_mount", DROP),
+        "gpucluster_slurm.state_save_mount",
+        "{what, type, options}",
+        "tier4",
+    ),
+    Case(
+        "ha-mount-no-path",
+        put("gpucluster_slurm.state_save_mount.what", "filer"),
+        "gpucluster_slurm.state_save_mount.what",
+        "SERVER:/PATH",
+        "tier4",
+    ),
+    Case(
+        "ha-mount-type",
+        put("gpucluster_slurm.state_save_mount.type", "cifs"),
+        "gpucluster_slurm.state_save_mount.type",
+        "nfs",
+        "tier4",
+    ),
+    Case(
+        "ha-mount-options",
+        put("gpucluster_slurm.state_save_mount.options", "rw\nWhat=/x"),
+        "gpucluster_slurm.state_save_mount.options",
+        "mount options",
+        "tier4",
+    ),
+    Case(
+        "ha-state-dotdot",
+        put("gpucluster_slurm.state_save_location", "/var/../etc"),
+        "gpucluster_slurm.state_save_location",
+        "'..'",
+        "tier4",
+    ),
+    Case(
+        "ha-timeout",
+        put("gpucluster_slurm.slurmctld_timeout_s", 2),
+        "gpucluster_slurm.slurmctld_timeout_s",
+        ">= 5",
+        "tier4",
+    ),
+    Case("ha-backup-is-head", put("groups.head", ["head01", "head02"]), "groups.head", "exactly one host", "tier4"),
     # --- hosts in no known group
     Case("host-ungrouped", add_host("stray01", None), "groups", "every host in at least one of the groups head"),
     Case("host-unknown-group", add_host("gpu09", "gpus"), "groups", "head, storage, nfs_server"),
@@ -376,6 +445,185 @@ CASES = [
         "<= 100%",
     ),
     Case("tenant-user-bad", put(TEN, [_team("nlp", 10, users=["Root;x"])]), f"{TEN}[0].users[0]", "POSIX user name"),
+    # --- the health check as Slurm Epilog/Prolog (compute/health.py)
+    Case("health-dcgm-level-3", put(f"{HC}.dcgm_level", 3), f"{HC}.dcgm_level", "<= 2"),
+    Case("health-dcgm-timeout-0", put(f"{HC}.dcgm_timeout_s", 0), f"{HC}.dcgm_timeout_s", ">= 10 s"),
+    Case("health-prolog-yes", put(f"{HC}.prolog", "yes"), f"{HC}.prolog", "true or false"),
+    Case("health-typo", put(f"{HC}.epilogue", True), f"{HC}.epilogue", "epilog"),
+    # --- async checkpoints: staging and drain (storage/checkpoint.py)
+    Case("ckpt-async-keep-0", put(f"{CKA}.keep_local", 0), f"{CKA}.keep_local", ">= 1"),
+    Case("ckpt-async-keep-float", put(f"{CKA}.keep_local", 1.5), f"{CKA}.keep_local", "integer"),
+    Case("ckpt-async-headroom", put(f"{CKA}.read_headroom", 1), f"{CKA}.read_headroom", "<= 0.9"),
+    Case("ckpt-async-write-0", put(f"{CKA}.staging_write_gbps", 0), f"{CKA}.staging_write_gbps", ">= 0.01"),
+    Case("ckpt-async-capacity", put(f"{CKA}.staging_capacity_tb", 0), f"{CKA}.staging_capacity_tb", ">= 0.001 TB"),
+    Case(
+        "ckpt-async-staging-shared",
+        put(f"{CKA}.staging_path", "/lustre/aifs/stage"),
+        f"{CKA}.staging_path",
+        "node-local",
+    ),
+    Case("ckpt-async-staging-relative", put(f"{CKA}.staging_path", "raid/stage"), f"{CKA}.staging_path", PATH),
+    Case("ckpt-async-typo", put(f"{CKA}.keep", 2), f"{CKA}.keep", "keep_local"),
+    Case("ckpt-async-tier1", put(f"{CKA}.enabled", True), f"{CKA}.enabled", "no shared checkpoint path", "tier1"),
+    # --- the UPS (issue 19 item 6, compute/ups.py)
+    Case("ups-not-mapping", put(UPS, "100kVA"), UPS, "a mapping"),
+    Case("ups-typo", ups(runtime_min=12), f"{UPS}.runtime_min", "runtime_minutes"),
+    Case("ups-no-kva", ups(rating_kva=DROP), f"{UPS}.rating_kva", "kVA rating"),
+    Case("ups-no-runtime", ups(runtime_minutes=DROP), f"{UPS}.runtime_minutes", "rated load"),
+    Case("ups-kva-0", ups(rating_kva=0), f"{UPS}.rating_kva", ">= 0.5 kVA"),
+    Case("ups-kva-string", ups(rating_kva="100"), f"{UPS}.rating_kva", "a number"),
+    Case("ups-kw-above-kva", ups(rating_kw=120), f"{UPS}.rating_kw", "<= 100 kW"),
+    Case("ups-kw-and-pf", ups(rating_kw=90, power_factor=0.9), f"{UPS}.power_factor", "unset when rating_kw"),
+    Case("ups-pf-above-1", ups(power_factor=1.2), f"{UPS}.power_factor", "<= 1"),
+    Case("ups-runtime-0", ups(runtime_minutes=0), f"{UPS}.runtime_minutes", ">= 0.1 min"),
+    Case("ups-scope", ups(scope="room"), f"{UPS}.scope", "cluster, rack"),
+    Case("ups-other-negative", ups(other_load_kw=-1), f"{UPS}.other_load_kw", ">= 0 kW"),
+    Case("ups-eol", ups(end_of_life_capacity=1.5), f"{UPS}.end_of_life_capacity", "<= 1"),
+    Case("ups-grace", ups(checkpoint_grace_s=7200), f"{UPS}.checkpoint_grace_s", "<= 3600 s"),
+    Case("ups-grace-float", ups(checkpoint_grace_s=1.5), f"{UPS}.checkpoint_grace_s", "an integer"),
+    Case("ups-power-off-0", ups(power_off_allowance_s=0), f"{UPS}.power_off_allowance_s", ">= 10 s"),
+    Case("ups-points-not-list", ups(runtime_points={"50": 30}), f"{UPS}.runtime_points", "a list"),
+    Case("ups-point-key", ups(runtime_points=[{"load": 50}]), f"{UPS}.runtime_points[0].load", "load_percent"),
+    Case(
+        "ups-point-load-0",
+        ups(runtime_points=[{"load_percent": 0, "minutes": 30}]),
+        f"{UPS}.runtime_points[0].load_percent",
+        ">= 1 %",
+    ),
+    Case(
+        "ups-points-not-falling",
+        ups(runtime_points=[{"load_percent": 50, "minutes": 10}]),
+        f"{UPS}.runtime_points",
+        "fewer minutes at a higher load",
+    ),
+    Case(
+        "ups-point-100-differs",
+        ups(runtime_points=[{"load_percent": 100, "minutes": 20}]),
+        f"{UPS}.runtime_points[0].load_percent",
+        "unique",
+    ),
+    # --- NVMe-oF (storage/nvmeof.py) and BeeGFS (storage/beegfs.py), on their example inventories
+    Case("nvmeof-transport-fc", put(f"{NV}.transport", "fc"), f"{NV}.transport", "rdma", NVT),
+    Case("nvmeof-trsvcid-0", put(f"{NV}.trsvcid", 0), f"{NV}.trsvcid", ">= 1", NVT),
+    Case("nvmeof-device-bare", put(f"{NV}.devices", ["nvme1n1"]), f"{NV}.devices[0]", DEV, NVT),
+    Case("nvmeof-device-twice", put(f"{NV}.devices", ["/dev/nvme1n1"] * 2), f"{NV}.devices", "each once", NVT),
+    Case(
+        "nvmeof-too-few-devices", put(f"{NV}.devices", ["/dev/nvme1n1"]), f"{NV}.devices", "one device per compute", NVT
+    ),
+    Case("nvmeof-no-target", put("groups.nvmeof_target", []), "groups.nvmeof_target", "at least one host", NVT),
+    Case(
+        "nvmeof-nqn-prefix-iqn",
+        put(f"{NV}.nqn_prefix", "iqn.2024-01.org.example"),
+        f"{NV}.nqn_prefix",
+        "nqn.YYYY-MM",
+        NVT,
+    ),
+    Case("nvmeof-ctrl-loss-tmo", put(f"{NV}.ctrl_loss_tmo", -2), f"{NV}.ctrl_loss_tmo", ">= -1", NVT),
+    Case("nvmeof-queues-0", put(f"{NV}.nr_io_queues", 0), f"{NV}.nr_io_queues", ">= 1", NVT),
+    Case("nvmeof-network-bmc", put(f"{NV}.network", "bmc"), f"{NV}.network", "storage", NVT),
+    Case(
+        "nvmeof-format-bare",
+        put(f"{NV}.allow_format_devices", ["/dev/nvme1n1"]),
+        f"{NV}.allow_format_devices[0]",
+        "<host>:/dev/",
+        NVT,
+    ),
+    Case(
+        "nvmeof-format-target-device",
+        put(f"{NV}.allow_format_devices", ["compute01:/dev/nvme1n1"]),
+        f"{NV}.allow_format_devices[0]",
+        "a device planned on compute01",
+        NVT,
+    ),
+    Case("nvmeof-typo", put(f"{NV}.device", ["/dev/nvme1n1"]), f"{NV}.device", "devices", NVT),
+    Case(
+        "beegfs-two-mgmtd", put("groups.beegfs_mgmtd", ["meta01", "stor01"]), "groups.beegfs_mgmtd", "exactly one", BGT
+    ),
+    Case("beegfs-no-meta", put("groups.beegfs_meta", []), "groups.beegfs_meta", "at least one host", BGT),
+    Case("beegfs-no-targets", put(f"{BG}.storage_directories", DROP), f"{BG}.storage_directories", "a list", BGT),
+    Case(
+        "beegfs-target-comma",
+        put(f"{BG}.storage_directories", ["/data/a,/data/b"]),
+        f"{BG}.storage_directories[0]",
+        "commas",
+        BGT,
+    ),
+    Case("beegfs-mount-root", put(f"{BG}.mount_point", "/"), f"{BG}.mount_point", "other than /", BGT),
+    Case(
+        "beegfs-workers-0", put(f"{BG}.tune_num_workers", {"storage": 0}), f"{BG}.tune_num_workers.storage", ">= 1", BGT
+    ),
+    Case(
+        "beegfs-workers-typo",
+        put(f"{BG}.tune_num_workers", {"client": 4}),
+        f"{BG}.tune_num_workers.client",
+        "mgmtd",
+        BGT,
+    ),
+    Case("beegfs-rdma-yes", put(f"{BG}.rdma", "yes"), f"{BG}.rdma", "true or false", BGT),
+    # MIG (compute/mig.py): profiles, counts, slices, nodes, GPUs and models without MIG
+    Case("mig-profile", put(MIG, [{"profiles": ["3g.40gb", "3g.41gb"]}]), f"{MIG}[0].profiles[1]", "one of 1g.10gb"),
+    Case("mig-media-variant", put(MIG, [{"profiles": ["1g.10gb+me"]}]), f"{MIG}[0].profiles[0]", "does not match"),
+    Case("mig-count", put(MIG, [{"profiles": ["4g.40gb", "4g.40gb"]}]), f"{MIG}[0].profiles", "at most 1 x 4g.40gb"),
+    Case(
+        "mig-compute-8",
+        put(MIG, [{"profiles": ["4g.40gb", "2g.20gb", "2g.20gb"]}]),
+        f"{MIG}[0].profiles",
+        "compute slices sum to at most 7 (these sum to 8)",
+    ),
+    Case(
+        "mig-memory-9",  # 7 compute slices: a compute-only count accepts it
+        put(MIG, [{"profiles": ["3g.40gb", "3g.40gb", "1g.10gb"]}]),
+        f"{MIG}[0].profiles",
+        "memory slices sum to at most 8 (these sum to 9)",
+    ),
+    Case("mig-empty", put(MIG, [{"profiles": []}]), f"{MIG}[0].profiles", "a list of MIG profiles"),
+    Case("mig-not-a-list", put(MIG, {"profiles": ["7g.80gb"]}), MIG, "a list"),
+    Case(
+        "mig-node", put(MIG, [{"nodes": ["compute99"], "profiles": ["7g.80gb"]}]), f"{MIG}[0].nodes", "a compute host"
+    ),
+    Case("mig-gpu-index", put(MIG, [{"gpus": [8], "profiles": ["7g.80gb"]}]), f"{MIG}[0].gpus", "indexes 0..7"),
+    Case(
+        "mig-gpu-twice",
+        put(MIG, [{"gpus": [0, 1], "profiles": ["7g.80gb"]}, {"gpus": [1], "profiles": ["7g.80gb"]}]),
+        f"{MIG}[1].gpus",
+        "mig[0] has GPU 1 of compute01",
+    ),
+    Case(
+        "mig-l40s",
+        both(put(f"{NODE}.gpu_model", "l40s"), put(MIG, [{"profiles": ["1g.10gb"]}])),
+        MIG,
+        "NVIDIA L40S does not support MIG",
+    ),
+    # --- node variants (issue 19 item 5): a limit the catalog lacks is asked for by its own key
+    Case(
+        "rtx-max-performance-no-clock",
+        put("gpucluster_gpu_policy", {"clock_policy": "max_performance"}),
+        f"{NODE}.gpu_limits.max_sm_mhz",
+        "clocks.max.sm",
+        "examples/tier1-rtxpro6000",
+    ),
+    Case(
+        "rtx-min-above-default",
+        put(f"{NODE}.gpu_limits.power_min_w", 700),
+        f"{NODE}.gpu_limits.power_min_w",
+        "power_min_w <= power_default_w",
+        "examples/tier1-rtxpro6000",
+    ),
+    Case("gpu-limit-known", put(f"{NODE}.gpu_limits", {"max_sm_mhz": 2100}), f"{NODE}.gpu_limits.max_sm_mhz", "unset"),
+    Case("gpu-limit-typo", put(f"{NODE}.gpu_limits", {"max_sm": 2100}), f"{NODE}.gpu_limits.max_sm", "max_sm_mhz"),
+    Case(
+        "intra-floor-zero",
+        put(f"{NODE}.allreduce_intra_node_busbw_gbs", 0),
+        f"{NODE}.allreduce_intra_node_busbw_gbs",
+        ">= 1",
+    ),
+    Case(
+        "b200-cap-without-minimum",
+        both(put("gpucluster_facility.rack_power_budget_kw", 50), put("gpucluster_facility.pdu_rating_kw", 50)),
+        f"{NODE}.gpu_limits.power_min_w",
+        "power.min_limit",
+        "examples/tier4-b200",
+    ),
 ]
 
 

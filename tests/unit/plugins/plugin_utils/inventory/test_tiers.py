@@ -53,7 +53,7 @@ def test_h100_floors() -> None:
 
 def test_single_node_and_unsourced_floors_say_why() -> None:
     f = validation_floors(
-        tier=TIERS["tier1"], gpu_model="b200", fabric_type="none", compute_nics_per_node=0,
+        tier=TIERS["tier1"], gpu_model="rtx_pro_6000", fabric_type="none", compute_nics_per_node=0,
         link_rate_gbps=None, nodes=1,
     )  # fmt: skip
     assert f["allreduce_intra_node_busbw_gbs"] is None

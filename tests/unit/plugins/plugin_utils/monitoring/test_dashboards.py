@@ -46,7 +46,7 @@ def _promtool_check(exprs: list[str], tmp_path: Path) -> subprocess.CompletedPro
 @pytest.mark.parametrize("tier", TIERS)
 def test_dashboards_for_every_tier(tier: str) -> None:
     boards = _boards(_plan(tier))
-    assert set(boards) == {"gpu", "fabric", "storage", "cooling"}
+    assert set(boards) == {"gpu", "fabric", "storage", "cooling", "slurm"}  # the reference tiers run Slurm
     for key, board in boards.items():
         assert board["uid"] == f"gpucluster-{key}"
         assert board["panels"], key
@@ -166,3 +166,22 @@ def test_missing_grafanalib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(dash, "grafana", None)
     with pytest.raises(RuntimeError, match="grafanalib"):
         dash.dashboard_json(_plan("tier1"), "gpu", [])
+
+
+def test_slurm_queue_dashboard_reads_the_exporters_metrics() -> None:
+    plan = _plan("tier2")
+    board = _boards(plan)["slurm"]
+    titles = [p["title"] for p in board["panels"]]
+    assert titles[:2] == ["Jobs by state", "Running and pending jobs by partition"]
+    exporter = set(plan["monitoring"]["slurm_queue"]["metrics"])
+    read = set().union(*(dash.metric_names(q) for q in dash.panel_queries(board)))
+    assert read == exporter  # every metric the exporter writes has a panel, and nothing else is read
+    nodes = next(p for p in board["panels"] if p["title"] == "Nodes by state")
+    assert f"{plan['cluster']['compute_nodes']} compute nodes" in nodes["description"]
+
+
+def test_kubernetes_clusters_get_no_slurm_dashboard() -> None:
+    plan = copy.deepcopy(_plan("tier2"))
+    plan["cluster"]["scheduler"] = "kubernetes"
+    assert "slurm" not in dash.dashboard_panels(plan)
+    assert not set(plan["monitoring"]["slurm_queue"]["metrics"]) & set(dash.metric_catalogue(plan))

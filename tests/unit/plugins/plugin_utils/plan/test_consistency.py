@@ -253,10 +253,11 @@ def _rule_table(plan: dict[str, Any]) -> dict[str, tuple[str | None, float | Non
         "GpuPowerAboveCap": (">", clocks["power_limit_w"], {clocks["power_limit_w"]}, 1),
         "GpuXidError": (">", 0, set(), 1),
         "GpuDoubleBitEcc": (">", 0, set(), 1),
-        "GpuNvlinkErrors": (">", 0, set(), 1),
         "NodeDown": ("==", 0, set(), 1),
         "GpuExporterDown": ("==", 0, set(), 1),
     }
+    if plan["gpu"]["model"].get("nvlink_gen") is not None:  # no NVLink, no NVLink counter, no alert (alerts.py)
+        table["GpuNvlinkErrors"] = (">", 0, set(), 1)
     if temp["critical_c"] is not None:
         table["GpuTemperatureWarning"] = (">=", temp["warn_c"], {temp["warn_c"]}, 1)
         table["GpuTemperatureCritical"] = (">=", temp["critical_c"], {temp["critical_c"]}, 1)
@@ -388,7 +389,8 @@ def check_manifest(plan: dict[str, Any]) -> None:
         for item in (CLOCKS, DCGM, HEALTH, GRES):
             assert (item in have) == compute, (host, item)
         assert (NCCL in have) == (compute and plan["nccl"]["enabled"]), host
-        assert (SLURM in have) == (compute or head), host
+        backup = "slurm_backup" in info["roles"]  # a backup Slurm controller reads slurm.conf too
+        assert (SLURM in have) == (compute or head or backup), host
         assert (RULES in have) == head, host
 
 

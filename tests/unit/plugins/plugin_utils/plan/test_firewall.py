@@ -18,7 +18,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall imp
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 
-HEAD = {6817: "slurmctld", 6819: "slurmdbd", 9090: "prometheus", 9093: "alertmanager", 9100: "node-exporter"}
+HEAD = {
+    3000: "grafana",
+    6817: "slurmctld",
+    6819: "slurmdbd",
+    9090: "prometheus",
+    9093: "alertmanager",
+    9100: "node-exporter",
+}
 COMPUTE = {6818: "slurmd", 9100: "node-exporter", 9400: "dcgm-exporter"}
 STORAGE = {9100: "node-exporter"}
 
@@ -61,7 +68,8 @@ def test_every_host_of_a_tier_gets_its_roles_policy(tier: str) -> None:
     for name, host in plan["hosts"].items():
         services = _services(host["firewall"])
         assert (6818 in services) == ("compute" in host["roles"]), name
-        assert (6817 in services) == ("head" in host["roles"]), name
+        # slurmctld: the head and the backup controllers (group slurm_backup: tier4's head02)
+        assert (6817 in services) == bool({"head", "slurm_backup"} & set(host["roles"])), name
         assert 9100 in services, name
         # the host's slice carries its own policy and the shared CIDR: constant, whatever the node count
         view = host_view(plan, name)

@@ -1,0 +1,211 @@
+"""Slurm controller high availability: the controllers, in order, and where their state lives.
+
+A site lists backup controllers in group ``slurm_backup``; the head stays the primary (it also runs
+slurmdbd, Prometheus and the converge lock). slurm.conf then names every controller, primary first
+(``SlurmctldHost`` once per controller: "the first entry will run as the primary and all other
+entries as backups"), and ``StateSaveLocation`` must be "readable and writable from both the primary
+and backup controllers" (slurm.conf(5), docs/sources.md [SL20]): a shared file system, never a
+controller's own disk. The inventory names it (``gpucluster_slurm.state_save_location`` and the mount
+of the site's shared storage there, ``gpucluster_slurm.state_save_mount``); the slurm role mounts it
+on every controller before slurmctld starts. A backup takes control when the primary has not
+answered for ``SlurmctldTimeout`` seconds (default 120, slurm.conf(5) [SL20]); the primary takes
+control back when it starts again. Without a backup nothing changes: the state stays in
+/var/lib/slurm/slurmctld on the head. No I/O; pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    check_choice,
+    check_range,
+    require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
+
+FIELD = "gpucluster_slurm"
+#: The single controller's state folder (unchanged from the collection's first release).
+LOCAL_STATE = "/var/lib/slurm/slurmctld"
+#: slurm.conf(5) SlurmctldTimeout: "The default value is 120 seconds" (docs/sources.md [SL20]).
+DEFAULT_TIMEOUT_S = 120
+#: slurm.conf(5) SlurmctldTimeout: "May not exceed 65533" (docs/sources.md [SL20]).
+MAX_TIMEOUT_S = 65533
+MOUNT_TYPES = ("nfs", "nfs4", "lustre")
+#: Hard NFS mounts: a filer failover stalls slurmctld's writes instead of losing its state (nfs(5)).
+DEFAULT_OPTIONS = {
+    "nfs": "rw,hard,proto=tcp,vers=4.2",
+    "nfs4": "rw,hard,proto=tcp,vers=4.2",
+    "lustre": "defaults,_netdev,flock",
+}
+_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+_WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*$")
+_OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+$")
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One slurmctld host: its name, its management address, primary or backup."""
+
+    name: str
+    address: str
+    role: str  # primary | backup
+
+
+@dataclass(frozen=True)
+class StateMount:
+    """The shared storage mounted at StateSaveLocation on every controller, as a systemd mount unit."""
+
+    what: str
+    where: str
+    type: str
+    options: str
+
+    @property
+    def unit_name(self) -> str:
+        return systemd_mount_unit_name(self.where)
+
+    def unit_text(self) -> str:
+        return (
+            "# Planned by gpucluster.tiers: Slurm's StateSaveLocation on shared storage (every controller).\n"
+            "[Unit]\n"
+            f"Description=Slurm controller state {self.where} from {self.what}\n"
+            "Wants=network-online.target\n"
+            "After=network-online.target\n"
+            "Before=slurmctld.service\n"
+            "\n"
+            "[Mount]\n"
+            f"What={self.what}\n"
+            f"Where={self.where}\n"
+            f"Type={self.type}\n"
+            f"Options={self.options}\n"
+            "TimeoutSec=90\n"
+            "\n"
+            "[Install]\n"
+            "WantedBy=remote-fs.target\n"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "unit_name": self.unit_name,
+            "unit_path": f"/etc/systemd/system/{self.unit_name}",
+            "unit_text": self.unit_text(),
+        }
+
+
+def controllers(primary: str, backups: list[str], addresses: dict[str, Any]) -> list[Controller]:
+    """Every controller in SlurmctldHost order: the head first, then the backups by name."""
+    names = [primary, *sorted(backups)]
+    return [
+        Controller(name, addresses["hosts"][name]["management"], "primary" if i == 0 else "backup")
+        for i, name in enumerate(names)
+    ]
+
+
+def _path(value: Any, field: str) -> str:
+    require(
+        isinstance(value, str) and bool(_PATH.match(value)) and ".." not in value.split("/") and value != "/",
+        field,
+        value,
+        "an absolute path of letters, digits, '.', '_', '-' and '/' (not '/' itself, no '..')",
+    )
+    return value.rstrip("/")
+
+
+def state_mount(raw: Any, where: str, field: str = f"{FIELD}.state_save_mount") -> StateMount:
+    """The checked ``{what, type, options}`` of the shared state storage, mounted at ``where``."""
+    require(isinstance(raw, dict), field, raw, "a mapping {what, type, options}")
+    unknown = sorted(set(raw) - {"what", "type", "options"})
+    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "only the keys what, type, options")
+    kind = check_choice(raw.get("type", "nfs"), f"{field}.type", MOUNT_TYPES)
+    what = raw.get("what")
+    require(
+        isinstance(what, str) and bool(_WHAT.match(what)),
+        f"{field}.what",
+        what,
+        "SERVER:/PATH of the shared storage (an NFS server and export, or a Lustre MGS NID and /fsname/subdir)",
+    )
+    options = raw.get("options", DEFAULT_OPTIONS[kind])
+    require(
+        isinstance(options, str) and bool(_OPTIONS.match(options)),
+        f"{field}.options",
+        options,
+        "mount options separated by ',' (letters, digits, '=', '.', ':', '/', '_', '-')",
+    )
+    return StateMount(what=what, where=where, type=kind, options=options)
+
+
+def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[str, Any], lab: dict[str, Any]) -> dict:
+    """The controllers, StateSaveLocation, its mount and SlurmctldTimeout.
+
+    ``section``: ``gpucluster_slurm`` (or None); ``lab``: ``gpucluster_lab`` when enabled, whose
+    ``slurmctld_timeout_s`` shortens the failover wait of the lab's test."""
+    section = section if isinstance(section, dict) else {}
+    location = section.get("state_save_location")
+    mount = section.get("state_save_mount")
+    if backups:
+        need = f"when groups.slurm_backup lists a backup controller ({', '.join(sorted(backups))})"
+        require(
+            location is not None,
+            f"{FIELD}.state_save_location",
+            location,
+            f"a path on shared storage {need}: every controller reads and writes the same state",
+        )
+        require(
+            mount is not None,
+            f"{FIELD}.state_save_mount",
+            mount,
+            f"the shared storage mounted there on every controller, {{what, type, options}}, {need}",
+        )
+    where = _path(location, f"{FIELD}.state_save_location") if location is not None else LOCAL_STATE
+    state = state_mount(mount, where) if mount is not None else None
+    timeout = lab.get("slurmctld_timeout_s", section.get("slurmctld_timeout_s", DEFAULT_TIMEOUT_S))
+    timeout_field = (
+        "gpucluster_lab.slurmctld_timeout_s" if "slurmctld_timeout_s" in lab else f"{FIELD}.slurmctld_timeout_s"
+    )
+    timeout = check_range(timeout, timeout_field, 5, MAX_TIMEOUT_S, integer=True)
+    ctls = controllers(primary, backups, addresses)
+    return {
+        "enabled": bool(backups),
+        "controllers": [asdict(c) for c in ctls],
+        "backups": [c.name for c in ctls if c.role == "backup"],
+        "state_save_location": where,
+        "state_save_mount": state.as_dict() if state else None,
+        "slurmctld_timeout_s": timeout,
+    }
+
+
+#: The report's words for the section (report/report.py, only with a backup controller).
+INTRO = (
+    "SlurmctldHost once per controller, the head first: a backup takes control after SlurmctldTimeout "
+    "without the primary and hands it back when the primary starts; both share StateSaveLocation "
+    "(slurm.conf(5)). slurmdbd stays on the head."
+)
+
+
+def ha_rows(ha: dict[str, Any]) -> list[list[str]]:
+    """[setting, value, why] rows of the report's "Slurm controllers" section."""
+    rows = [[f"SlurmctldHost ({c['role']})", f"{c['name']}({c['address']})", "slurm.conf, in this order"]
+            for c in ha["controllers"]]  # fmt: skip
+    mount = ha["state_save_mount"] or {}
+    rows.append(["StateSaveLocation", ha["state_save_location"], "shared by every controller"])
+    if mount:
+        rows.append(["state mount", f"{mount['what']} ({mount['type']}, {mount['options']})", mount["unit_name"]])
+    rows.append(["SlurmctldTimeout", f"{ha['slurmctld_timeout_s']} s", "the backup's wait before it takes control"])
+    return rows
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "INTRO",
+    "LOCAL_STATE",
+    "Controller",
+    "StateMount",
+    "controllers",
+    "ha_plan",
+    "ha_rows",
+    "state_mount",
+]

@@ -1,0 +1,237 @@
+"""BeeGFS (a tier3 alternative to Lustre): management, metadata, storage and client configuration.
+
+docs/tiers.md, tier3: "parallel FS (Lustre/BeeGFS)". The keys are those of the configuration files
+BeeGFS 7.4 ships (docs/sources.md [B1]: beegfs-mgmtd.conf, beegfs-meta.conf, beegfs-storage.conf,
+beegfs-client.conf); a key the plan does not set keeps the shipped default, so the files hold only
+what the cluster decides: the management host, the directories, the interfaces, RDMA, the shared
+secret's path and the worker counts.
+
+- ``sysMgmtdHost``: the management host's address on the storage network (management network
+  in the lab or without a storage network), as the NFS and NVMe-oF plans choose theirs.
+- ``connAuthFile``: BeeGFS 7.3+ refuses to start without it unless ``connDisableAuthentication``
+  [B1]; the secret never enters the plan (the storage role writes it, like the munge key).
+- ``connInterfacesFile`` (servers and clients) and ``connRDMAInterfacesFile`` (clients, the RDMA
+  NICs for outbound RDMA) [B1]: the storage NICs, else the first compute NIC, as for LNet.
+- ``tuneNumWorkers``: the shipped defaults (mgmtd 4, meta 0 = automatic, storage 12 [B1]) unless
+  the inventory sets them.
+- Stripe patterns: ``beegfs-ctl --setpattern --chunksize=<bytes> --numtargets=<n> <dir>`` [B2].
+  BeeGFS has one pattern per directory, Lustre a progressive layout per directory; the pattern is
+  the Lustre layout's last component (the large-file part that carries most of the bytes) from
+  storage/lustre.py's default_layouts for the same target count: one decision, not two. A chunk
+  size must be a power of two of at least 64 KiB [B2].
+- beegfs-mounts.conf: ``<mount point> <client config>`` per line, read by beegfs-client.service [B3].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml import EOF_END
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+    require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+
+CONF_DIR = "/etc/beegfs"
+#: The files the roles write (paths as the BeeGFS packages install them [B1][B3]).
+FILES = {
+    "mgmtd": f"{CONF_DIR}/beegfs-mgmtd.conf",
+    "meta": f"{CONF_DIR}/beegfs-meta.conf",
+    "storage": f"{CONF_DIR}/beegfs-storage.conf",
+    "client": f"{CONF_DIR}/beegfs-client.conf",
+    "mounts": f"{CONF_DIR}/beegfs-mounts.conf",
+    "server_interfaces": f"{CONF_DIR}/server-interfaces",
+    "client_interfaces": f"{CONF_DIR}/client-interfaces",
+    "rdma_interfaces": f"{CONF_DIR}/client-rdma-interfaces",
+}
+DEFAULT_AUTH_FILE = f"{CONF_DIR}/conn.auth"
+#: The shipped defaults of tuneNumWorkers [B1].
+DEFAULT_WORKERS = {"mgmtd": 4, "meta": 0, "storage": 12}
+#: STRIPEPATTERN_MIN_CHUNKSIZE (common/storage/striping/StripePattern.h) [B2].
+MIN_CHUNK = 64 * 1024
+#: The shipped service ports (connMgmtdPortTCP/UDP 8008, connMetaPort 8005, connStoragePort 8003,
+#: connClientPort 8004) [B1]: the plan keeps them (docs list them for the site's firewalls).
+PORTS = {"mgmtd": 8008, "meta": 8005, "storage": 8003, "client": 8004}
+
+
+def _abs(value: Any, field: str) -> str:
+    require(
+        isinstance(value, str) and value.startswith("/") and value != "/" and " " not in value and "," not in value,
+        field,
+        value,
+        "an absolute path other than /, without spaces or commas",
+    )
+    return str(value).rstrip("/")
+
+
+def stripe_pattern(components: Sequence[dict[str, Any]], target_count: int, field: str) -> dict[str, int]:
+    """The BeeGFS pattern of a Lustre layout: its last component's stripe size and count.
+
+    A count of -1 (all OSTs) is all targets; a Data-on-MDT-only layout has no last raid0 component
+    and is refused."""
+    last = components[-1]
+    require(
+        last.get("layout", "raid0") == "raid0" and last.get("end") == EOF_END,
+        field,
+        last,
+        "a layout whose last component is raid0 to the end of file",
+    )
+    count = target_count if last["stripe_count"] == -1 else int(last["stripe_count"])
+    size = int(last["stripe_size"])
+    if size < MIN_CHUNK or size & (size - 1):
+        raise PlanError(f"{field}.stripe_size", size, "a power of two of at least 64 KiB (BeeGFS chunk size)")
+    return {"chunksize": size, "numtargets": count}
+
+
+def _human(size: int) -> str:
+    """A chunk size as beegfs-ctl reads it (``16m``, ``512k``)."""
+    mib = 1024 * 1024
+    return f"{size // mib}m" if size % mib == 0 else f"{size // 1024}k"
+
+
+def stripe_patterns(paths: dict[str, str], target_count: int) -> dict[str, dict[str, Any]]:
+    """Per directory role: {path, chunksize, numtargets, command}, from lustre.lustre_layouts for ``target_count``."""
+    layouts = lustre.lustre_layouts(ost_count=target_count, paths=paths)
+    out = {}
+    for role, layout in layouts.items():
+        pattern = stripe_pattern(layout["components"], target_count, f"gpucluster_storage.paths.{role}")
+        argv = [
+            "beegfs-ctl",
+            "--setpattern",
+            f"--chunksize={_human(pattern['chunksize'])}",
+            f"--numtargets={pattern['numtargets']}",
+            layout["path"],
+        ]
+        out[role] = {"path": layout["path"], **pattern, "argv": argv, "command": " ".join(argv)}
+    return out
+
+
+def conf_text(settings: dict[str, Any], what: str) -> str:
+    """A BeeGFS ``key = value`` file; booleans as BeeGFS writes them (true/false)."""
+    lines = [f"# Planned by gpucluster.tiers: {what}. Keys not set here keep the shipped defaults."]
+    for key, value in settings.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"{key} = {text}")
+    return "\n".join(lines) + "\n"
+
+
+def _workers(bg: dict[str, Any], field: str) -> dict[str, int]:
+    given = bg.get("tune_num_workers") or {}
+    require(isinstance(given, dict), f"{field}.tune_num_workers", given, "a mapping {mgmtd, meta, storage}")
+    out = {}
+    for service, default in DEFAULT_WORKERS.items():
+        # meta: 0 lets beegfs-meta pick from the CPU count [B1]
+        out[service] = check_range(
+            given.get(service, default), f"{field}.tune_num_workers.{service}", 0 if service == "meta" else 1, 1024,
+            integer=True,
+        )  # fmt: skip
+    unknown = sorted(set(given) - set(DEFAULT_WORKERS))
+    require(not unknown, f"{field}.tune_num_workers", unknown, "keys mgmtd, meta, storage")
+    return out
+
+
+def beegfs_plan(
+    *,
+    beegfs: dict[str, Any],
+    mgmtd: list[str],
+    meta: list[str],
+    storage: list[str],
+    addresses: dict[str, Any],
+    lab: dict[str, Any],
+    paths: dict[str, str],
+    client_interfaces: list[str],
+    rdma: bool,
+    field: str = "gpucluster_storage.beegfs",
+) -> dict[str, Any]:
+    """Servers' and clients' configuration, the mount, and the stripe patterns per directory."""
+    require(len(mgmtd) == 1, "groups.beegfs_mgmtd", mgmtd, "exactly one host in group beegfs_mgmtd")
+    require(bool(meta), "groups.beegfs_meta", meta, "at least one host in group beegfs_meta")
+    require(bool(storage), "groups.beegfs_storage", storage, "at least one host in group beegfs_storage")
+    pools = addresses["pools"]
+    default_net = "management" if lab.get("enabled") or "storage" not in pools else "storage"
+    network = check_choice(
+        beegfs.get("network") or default_net, f"{field}.network", [n for n in ("storage", "management") if n in pools]
+    )
+    mgmtd_host = addresses["hosts"][mgmtd[0]].get(network)
+    require(bool(mgmtd_host), f"{field}.network", network, f"a network on which {mgmtd[0]} has an address")
+    mount_point = _abs(beegfs.get("mount_point", "/mnt/beegfs"), f"{field}.mount_point")
+    mgmtd_dir = _abs(beegfs.get("mgmtd_directory", "/data/beegfs/mgmtd"), f"{field}.mgmtd_directory")
+    meta_dir = _abs(beegfs.get("meta_directory", "/data/beegfs/meta"), f"{field}.meta_directory")
+    dirs = beegfs.get("storage_directories")
+    require(
+        isinstance(dirs, list) and bool(dirs) and len(set(dirs)) == len(dirs),
+        f"{field}.storage_directories",
+        dirs,
+        "a list of storage target directories on each storage host, each once",
+    )
+    targets = [_abs(d, f"{field}.storage_directories[{i}]") for i, d in enumerate(dirs)]
+    auth = _abs(beegfs.get("conn_auth_file", DEFAULT_AUTH_FILE), f"{field}.conn_auth_file")
+    server_ifaces = beegfs.get("server_interfaces") or client_interfaces
+    require(
+        isinstance(server_ifaces, list)
+        and bool(server_ifaces)
+        and all(isinstance(i, str) and i for i in server_ifaces),
+        f"{field}.server_interfaces",
+        server_ifaces,
+        "a list of the BeeGFS servers' interface names",
+    )
+    use_rdma = beegfs.get("rdma", rdma)
+    require(isinstance(use_rdma, bool), f"{field}.rdma", use_rdma, "true or false")
+    workers = _workers(beegfs, field)
+    common = {
+        "connAuthFile": auth,
+        "connInterfacesFile": FILES["server_interfaces"],
+        "connMgmtdPortTCP": PORTS["mgmtd"],
+        "connMgmtdPortUDP": PORTS["mgmtd"],
+    }
+    mgmtd_conf = {
+        "storeMgmtdDirectory": mgmtd_dir,
+        "storeAllowFirstRunInit": True,
+        **common,
+        "tuneNumWorkers": workers["mgmtd"],
+    }
+    server = {"sysMgmtdHost": mgmtd_host, **common, "connUseRDMA": use_rdma}
+    meta_conf = {**server, "storeMetaDirectory": meta_dir, "storeAllowFirstRunInit": True}
+    meta_conf["tuneNumWorkers"] = workers["meta"]
+    storage_conf = {**server, "storeStorageDirectory": ",".join(targets), "storeAllowFirstRunInit": True}
+    storage_conf["tuneNumWorkers"] = workers["storage"]
+    client_conf = {
+        "sysMgmtdHost": mgmtd_host,
+        "connAuthFile": auth,
+        "connMgmtdPort": PORTS["mgmtd"],
+        "connInterfacesFile": FILES["client_interfaces"],
+        "connRDMAInterfacesFile": FILES["rdma_interfaces"] if use_rdma else "",
+        "connUseRDMA": use_rdma,
+    }
+    target_count = len(storage) * len(targets)
+    return {
+        "mgmtd": mgmtd[0],
+        "meta": list(meta),
+        "storage": list(storage),
+        "network": network,
+        "mgmtd_address": mgmtd_host,
+        "mount_point": mount_point,
+        "rdma": use_rdma,
+        "target_count": target_count,
+        "storage_directories": targets,
+        "server_directories": {"mgmtd": [mgmtd_dir], "meta": [meta_dir], "storage": targets},
+        "conn_auth_file": auth,
+        "files": dict(FILES),
+        "ports": dict(PORTS),
+        "conf": {
+            "mgmtd": conf_text(mgmtd_conf, "BeeGFS management service"),
+            "meta": conf_text(meta_conf, "BeeGFS metadata service"),
+            "storage": conf_text(storage_conf, "BeeGFS storage service"),
+            "client": conf_text(client_conf, "BeeGFS client"),
+            "mounts": f"{mount_point} {FILES['client']}\n",
+            "server_interfaces": "".join(i + "\n" for i in server_ifaces),
+            "client_interfaces": "".join(i + "\n" for i in client_interfaces),
+            "rdma_interfaces": "".join(i + "\n" for i in client_interfaces) if use_rdma else "",
+        },
+        "settings": {"mgmtd": mgmtd_conf, "meta": meta_conf, "storage": storage_conf, "client": client_conf},
+        "patterns": stripe_patterns(paths, target_count),
+    }

@@ -1,0 +1,304 @@
+"""MIG partitioning (compute/mig.py): the catalog's tables, the placement search, the rendered configs.
+
+Sources: docs/sources.md [G1] (profiles and instance counts), [G2] (which GPUs), [G3] [G4] [G5]
+(``nvidia-smi mig -lgipp`` starts), [G6] (mig-parted's format), [G7] (Slurm), [G8] (GPU Operator).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import itertools
+import sys
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, cluster_plan, load_inventory
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+
+H100 = mig.geometry(GPUS["h100_sxm"])
+
+#: docs/sources.md [G1]: per model, its profiles and "Number of Instances Available"
+GUIDE = {
+    "h100_sxm": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "h100_pcie": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "h100_nvl": {"1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1},
+    "h200_sxm": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+    "b200": {"1g.23gb": 7, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1},
+    "a100_sxm4": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "a100_pcie": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "rtx_pro_6000": {"1g.24gb": 4, "2g.48gb": 2, "4g.96gb": 1},
+}
+
+
+def test_the_catalog_has_the_guides_profiles_and_counts() -> None:
+    assert mig.mig_models() == sorted(GUIDE)
+    for key, counts in GUIDE.items():
+        geo = mig.geometry(GPUS[key])
+        assert {n: p.max_instances for n, p in geo.profiles.items()} == counts, key
+        for p in geo.profiles.values():
+            # the Ng of the name is its compute slices; -lgipp lists as many starts as instances ([G3] [G5])
+            assert p.compute == int(p.name.split("g.")[0]), p
+            assert len(p.starts) == p.max_instances, p
+            assert all(s + p.memory <= geo.memory_slices for s in p.starts), p
+
+
+def test_the_h100_starts_are_nvidia_smi_mig_lgipp() -> None:
+    # docs/sources.md [G3]: {0,1,2,3,4,5,6}:1  {0,2,4,6}:2  {0,2,4}:2  {0,4}:4  {0}:4  {0}:8
+    got = {n: (p.starts, p.memory) for n, p in H100.profiles.items()}
+    assert got == {
+        "1g.10gb": ((0, 1, 2, 3, 4, 5, 6), 1),
+        "1g.20gb": ((0, 2, 4, 6), 2),
+        "2g.20gb": ((0, 2, 4), 2),
+        "3g.40gb": ((0, 4), 4),
+        "4g.40gb": ((0,), 4),
+        "7g.80gb": ((0,), 8),
+    }
+
+
+def test_a_model_without_mig_is_refused_by_name() -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_gpu_policy\.mig.*L40S does not support MIG") as err:
+        mig.geometry(GPUS["l40s"])
+    assert err.value.value == "l40s"
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [
+        ["7g.80gb"],
+        ["3g.40gb", "3g.40gb"],
+        ["4g.40gb", "3g.40gb"],
+        ["4g.40gb", "2g.20gb", "1g.10gb"],
+        ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],  # mig-parted's all-balanced of H100 has 2 1g, 1 2g, 1 3g ([G6])
+        ["2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb"],
+        ["1g.20gb"] * 4,
+        ["1g.10gb"] * 7,
+        ["1g.10gb"] * 6 + ["1g.20gb"],
+    ],
+)
+def test_valid_h100_mixes_are_placed_without_overlap(mix: list[str]) -> None:
+    placed = mig.check_mix(H100, mix, "f")
+    assert sorted(p.profile for p in placed) == sorted(mix)
+    used: set[int] = set()
+    for p in placed:
+        prof = H100.profiles[p.profile]
+        assert p.start in prof.starts
+        cells = set(range(p.start, p.start + prof.memory))
+        assert not cells & used and max(cells) < H100.memory_slices
+        used |= cells
+
+
+def _first_fit(geo: mig.MigGeometry, names: list[str]) -> bool:
+    """What creating instances one by one in the given order does: each takes its first free start."""
+    used: set[int] = set()
+    for name in names:
+        prof = geo.profiles[name]
+        free = [s for s in prof.starts if not set(range(s, s + prof.memory)) & used]
+        if not free:
+            return False
+        used |= set(range(free[0], free[0] + prof.memory))
+    return True
+
+
+def test_order_matters_and_the_search_finds_the_placement_first_fit_misses() -> None:
+    # created in this order, the first 1g takes slice 0, where the 4g would have to start
+    mix = ["1g.10gb", "4g.40gb", "1g.10gb", "1g.10gb"]
+    assert not _first_fit(H100, mix)
+    placed = mig.check_mix(H100, mix, "f")
+    assert [(p.profile, p.start) for p in placed] == [("4g.40gb", 0), ("1g.10gb", 4), ("1g.10gb", 5), ("1g.10gb", 6)]
+
+
+def test_a_compute_only_count_accepts_what_the_memory_slices_refuse() -> None:
+    mix = ["3g.40gb", "3g.40gb", "1g.10gb"]
+    assert sum(H100.profiles[n].compute for n in mix) == 7  # "7 slices": a naive check passes
+    with pytest.raises(PlanError, match=r"memory slices sum to at most 8 \(these sum to 9\)"):
+        mig.check_mix(H100, mix, "f")
+
+
+def test_the_search_holds_where_sums_are_not_enough() -> None:
+    # a table whose 2g may start only at 1 and whose 1g only at 0 and 2: 2g + 1g + 1g fills 4 of 4 memory
+    # and 4 of 4 compute slices, so the sums pass, but the second 1g has no start left
+    geo = mig.MigGeometry(
+        "narrow",
+        4,
+        4,
+        {
+            "1g.1gb": mig.MigProfile("1g.1gb", 1, 1, 2, (0, 2)),
+            "2g.2gb": mig.MigProfile("2g.2gb", 2, 2, 1, (1,)),
+        },
+    )
+    mix = ["1g.1gb", "2g.2gb", "1g.1gb"]
+    assert mig.place(geo, mix) is None
+    assert mig.place(geo, ["1g.1gb", "1g.1gb"]) == [mig.Placement("1g.1gb", 0), mig.Placement("1g.1gb", 2)]
+    with pytest.raises(PlanError, match=r"fit side by side.*1g\.1gb at \[0, 2\]; 2g\.2gb at \[1\]"):
+        mig.check_mix(geo, mix, "f")
+
+
+@pytest.mark.parametrize("key", sorted(GUIDE))
+def test_every_mix_within_counts_and_sums_has_a_placement(key: str) -> None:
+    """For the catalog's tables the search and the sums agree on every mix (exhaustive)."""
+    geo = mig.geometry(GPUS[key])
+    names = list(geo.profiles)
+    for size in range(1, geo.compute_slices + 1):
+        for mix in itertools.combinations_with_replacement(names, size):
+            if any(mix.count(n) > geo.profiles[n].max_instances for n in set(mix)):
+                continue
+            compute = sum(geo.profiles[n].compute for n in mix)
+            memory = sum(geo.profiles[n].memory for n in mix)
+            sums = compute <= geo.compute_slices and memory <= geo.memory_slices
+            assert (mig.place(geo, list(mix)) is not None) == sums, mix
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.sampled_from(sorted(GUIDE)),
+    picks=st.lists(st.integers(min_value=0, max_value=20), min_size=1, max_size=8),
+)
+def test_any_accepted_mix_has_a_placement_within_the_slices(key: str, picks: list[int]) -> None:
+    geo = mig.geometry(GPUS[key])
+    names = sorted(geo.profiles)
+    mix = [names[i % len(names)] for i in picks]
+    try:
+        placed = mig.check_mix(geo, mix, "f")
+    except PlanError:
+        return
+    cells: list[int] = []
+    for p in placed:
+        prof = geo.profiles[p.profile]
+        assert p.start in prof.starts
+        cells += range(p.start, p.start + prof.memory)
+    assert len(cells) == len(set(cells)) and all(0 <= c < geo.memory_slices for c in cells)
+    assert sum(geo.profiles[p.profile].compute for p in placed) <= geo.compute_slices
+    assert sorted(p.profile for p in placed) == sorted(mix)
+
+
+def _tier2(policy: Any) -> dict[str, Any]:
+    site, groups = load_inventory("tier2")
+    site = copy.deepcopy(site)
+    site["gpucluster_gpu_policy"] = dict(site["gpucluster_gpu_policy"], mig=policy)
+    return cluster_plan(site, groups)
+
+
+POLICY = [
+    {"nodes": ["compute01"], "gpus": "all", "profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]},
+    {"nodes": "compute02", "gpus": [0, 1, 2, 3], "profiles": ["1g.10gb"] * 7},
+]
+
+
+def test_no_policy_no_mig_and_the_reference_slurm_lines_stay() -> None:
+    site, groups = load_inventory("tier2")
+    plan = cluster_plan(copy.deepcopy(site), groups)
+    assert plan["gpu"]["mig"] is None
+    assert "Gres=gpu:h100:8 " in plan["slurm"]["node_line"]
+    assert not any("AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
+    assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in plan["files"]["compute01"])
+    assert not any(s["title"] == "MIG partitioning" for s in plan["report"])
+
+
+def test_the_mig_parted_config_has_mig_parteds_format() -> None:
+    plan = _tier2(POLICY)
+    m = plan["gpu"]["mig"]
+    assert m["host_config"] == {"compute01": "gpucluster-mig-0", "compute02": "gpucluster-mig-1"}
+    assert yaml.safe_load(m["parted_yaml"]) == {
+        "version": "v1",
+        "mig-configs": {
+            "all-disabled": [{"devices": "all", "mig-enabled": False}],
+            "gpucluster-mig-0": [
+                {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}
+            ],
+            "gpucluster-mig-1": [
+                {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+                {"devices": [4, 5, 6, 7], "mig-enabled": False},
+            ],
+        },
+    }
+    assert m["mig_gpus"] == 12
+    assert m["k8s_resources"] == {
+        "nvidia.com/mig-1g.10gb": 8 * 2 + 4 * 7,
+        "nvidia.com/mig-2g.20gb": 8,
+        "nvidia.com/mig-3g.40gb": 8,
+    }
+
+
+def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
+    plan = _tier2(POLICY)
+    lines = plan["slurm"]["node_line"].splitlines()
+    assert any(
+        line.startswith("NodeName=compute01 ") and "Gres=gpu:1g.10gb:16,gpu:2g.20gb:8,gpu:3g.40gb:8 " in line
+        for line in lines
+    )
+    assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:1g.10gb:28,gpu:h100:4 " in line for line in lines)
+    assert plan["slurm"]["gres_conf_lines"] == ["NodeName=compute[01-02] AutoDetect=nvml"]
+
+
+def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:
+    plan = _tier2([{"nodes": ["compute02"], "profiles": ["7g.80gb"]}])
+    assert plan["gpu"]["mig"]["host_config"]["compute01"] == "all-disabled"
+    lines = plan["slurm"]["node_line"].splitlines()
+    assert any(line.startswith("NodeName=compute01 ") and "Gres=gpu:h100:8 " in line for line in lines)
+    assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:7g.80gb:8 " in line for line in lines)
+    gres = plan["slurm"]["gres_conf_lines"]
+    assert gres[0] == "NodeName=compute02 AutoDetect=nvml"
+    assert all(line.startswith("NodeName=compute01 Name=gpu Type=h100 File=/dev/nvidia") for line in gres[1:])
+
+
+def test_the_compute_role_files_and_the_report_section() -> None:
+    plan = _tier2(POLICY)
+    srcs = {f["src"] for f in plan["files"]["compute02"]}
+    assert {"nvidia-mig-parted-config.yaml.j2", "gpucluster-mig.service.j2"} <= srcs
+    section = next(s for s in plan["report"] if s["title"] == "MIG partitioning")
+    assert section["rows"][0][1] == "3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb"
+    assert "2g.20gb 0, 1g.10gb 2, 1g.10gb 3, 3g.40gb 4" in section["rows"][0][2]
+    assert "12 GPUs in MIG mode" in section["intro"]
+
+
+def _validator() -> Any:
+    """tools/k8s/validate_manifests.py's validator (as test_manifest_schemas loads it); None without the CRDs."""
+    spec = importlib.util.spec_from_file_location(
+        "validate_manifests", ROOT / "tools" / "k8s" / "validate_manifests.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.ManifestValidator() if module.crd_dir().is_dir() else None
+
+
+def test_kubernetes_mixed_strategy_mig_manager_and_kueue_quotas() -> None:
+    site, groups = load_inventory("tier4-k8s")
+    site = copy.deepcopy(site)
+    mig_nodes = groups["compute"][:2]
+    site["gpucluster_gpu_policy"] = dict(
+        site.get("gpucluster_gpu_policy") or {}, mig=[{"nodes": mig_nodes, "profiles": ["3g.40gb", "3g.40gb"]}]
+    )
+    plan = cluster_plan(site, groups)
+    objects = [m["object"] for m in plan["kubernetes"]["manifests"]]
+    policy = next(o for o in objects if o["kind"] == "ClusterPolicy")
+    assert policy["spec"]["mig"] == {"strategy": "mixed"}
+    assert policy["spec"]["migManager"]["config"]["name"] == "gpucluster-mig-parted-config"
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert config_map["metadata"]["namespace"] == "gpu-operator"
+    assert config_map["data"]["config.yaml"] == plan["gpu"]["mig"]["parted_yaml"]
+    labels = plan["kubernetes"]["nodes"]
+    assert labels[mig_nodes[0]]["labels"]["nvidia.com/mig.config"] == "gpucluster-mig-0"
+    assert labels[groups["compute"][-1]]["labels"]["nvidia.com/mig.config"] == "all-disabled"
+    # quotas: the MIG devices (2 per GPU on 2 nodes) and the GPUs left whole, exactly once over teams + cohort
+    gpus_per_node = plan["cluster"]["gpus_per_node"]
+    want = {"nvidia.com/mig-3g.40gb": 2 * gpus_per_node * 2, "nvidia.com/gpu": plan["cluster"]["gpus_total"] - 16}
+    got = dict.fromkeys(want, 0)
+    for o in objects:
+        if o["kind"] in ("ClusterQueue", "Cohort"):
+            for group in o["spec"].get("resourceGroups", []):
+                for r in group["flavors"][0]["resources"]:
+                    if r["name"] in got:
+                        got[r["name"]] += r["nominalQuota"]
+    assert got == want
+    validator = _validator()
+    if validator is not None:  # schema-valid: the CRDs (ClusterPolicy, Kueue) and the built-in ConfigMap
+        assert [p for o in objects for p in validator.validate(o).problems] == []
