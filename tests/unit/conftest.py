@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jinja2
@@ -135,3 +138,13 @@ def lustre_plan() -> dict[str, Any]:
             "home": "/lustre/aifs/home",
         },
     )
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A host script without a .py suffix (roles/*/files/...) imported as module ``name``, for its unit tests."""
+    loader = SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

@@ -8,17 +8,14 @@ thresholds are the tier4 plan's (H100 SXM, InfiniBand 400 Gb/s, DLC).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role_template
+from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, load_script, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import gpu
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import health
@@ -30,16 +27,7 @@ DATA = ROOT / "tests" / "data"
 NODE = "compute01"
 
 
-def _load() -> ModuleType:
-    loader = SourceFileLoader("gpucluster_healthcheck", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-hc = _load()
+hc = load_script(SCRIPT, "gpucluster_healthcheck")
 
 
 @pytest.fixture(scope="module")

@@ -5,18 +5,15 @@ module) on recorded Slurm 22.05 output, its atomic write, its units, and the pla
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import re
 import stat
 from functools import cache
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ROOT, cluster_plan, load_inventory, render_role_template
+from conftest import ROOT, cluster_plan, load_inventory, load_script, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import slurm_queue
 
@@ -51,16 +48,7 @@ NodeName=node04 CfgTRES=cpu=224,mem=2000G,billing=224 AllocTRES= State=IDLE+DRAI
 """
 
 
-def _load() -> ModuleType:
-    loader = SourceFileLoader("gpucluster_slurm_metrics", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-sm = _load()
+sm = load_script(SCRIPT, "gpucluster_slurm_metrics")
 
 
 @cache

@@ -8,19 +8,16 @@ is one. The staging and remote folders are temp folders; the config is the plan'
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import stat
 import sys
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ROOT, cluster_plan, load_inventory, render_role_template_with_filters
+from conftest import ROOT, cluster_plan, load_inventory, load_script, render_role_template_with_filters
 
 SCRIPT = ROOT / "roles" / "compute" / "files" / "gpucluster-ckpt-drain"
 
@@ -58,16 +55,7 @@ for root, dirs, files in os.walk(dst, topdown=False):
 """
 
 
-def _load() -> ModuleType:
-    loader = SourceFileLoader("gpucluster_ckpt_drain", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-drain = _load()
+drain = load_script(SCRIPT, "gpucluster_ckpt_drain")
 
 
 @pytest.fixture
