@@ -20,20 +20,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
 
-#: Inventory groups the collection knows, in the order hosts are planned (addresses etc.).
-ROLE_GROUPS = (
-    "head",
-    "storage",
-    "nfs_server",
-    "lustre_mds",
-    "lustre_oss",
-    "nvmeof_target",
-    "beegfs_mgmtd",
-    "beegfs_meta",
-    "beegfs_storage",
-    "compute",
-    "slurm_backup",  # backup Slurm controllers: slurmctld only, SlurmctldHost after the head's (slurm/ha.py)
-)
 #: Groups whose hosts are storage hosts too (the storage play runs on them).
 STORAGE_GROUPS = (
     "nfs_server",
@@ -43,6 +29,14 @@ STORAGE_GROUPS = (
     "beegfs_mgmtd",
     "beegfs_meta",
     "beegfs_storage",
+)
+#: Inventory groups the collection knows, in the order hosts are planned (addresses etc.).
+ROLE_GROUPS = (
+    "head",
+    "storage",
+    *STORAGE_GROUPS,
+    "compute",
+    "slurm_backup",  # backup Slurm controllers: slurmctld only, SlurmctldHost after the head's (slurm/ha.py)
 )
 FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
 TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
