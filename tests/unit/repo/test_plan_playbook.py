@@ -52,6 +52,22 @@ def test_bad_inventory_stops_before_any_host(tmp_path: Path) -> None:
     assert "localhost" in recap and "compute01" not in recap and "head01" not in recap
 
 
+def test_make_plan_shows_the_engine_error(tmp_path: Path) -> None:
+    """The plan task runs under no_log; its rescue makes the plan again, shown, so make plan prints the
+    field, the bad value and what is allowed (not a hidden or captured error)."""
+    inv = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "tier2", inv)
+    workload = inv / "group_vars" / "all" / "workload.yml"
+    workload.write_text(workload.read_text().replace("clock_policy: max_performance", "clock_policy: turbo"))
+    run = _run("-i", str(inv), "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}")
+    assert run.returncode != 0
+    assert (
+        "inventory field 'gpucluster_gpu_policy.clock_policy': value 'turbo' is not allowed; "
+        "allowed: one of max_performance, fixed, power_capped"
+    ) in run.stdout
+    assert "CapturedExceptionMarker" not in run.stdout
+
+
 def test_plan_files_are_byte_identical_to_the_template_module(tmp_path: Path) -> None:
     """render_files (make plan) and ansible.builtin.template (the roles) give the same bytes."""
     planned = tmp_path / "plan"
