@@ -336,6 +336,15 @@ def gres_conf_lines(mig: dict[str, Any] | None) -> list[str]:
     return [f"NodeName={hostlist.compress(hosts)} AutoDetect=nvml"] if hosts else []
 
 
+def accounting_tres(mig: dict[str, Any] | None) -> str:
+    """slurm.conf AccountingStorageTRES: ``gres/gpu`` (every allocated GPU and MIG device, any type)
+    and, on a MIG site, ``gres/gpu:<profile>`` per planned profile, so sacct and sreport count each
+    profile's use (https://slurm.schedmd.com/tres.html; a typed GRES TRES counts only the jobs that ask
+    for that type by name, docs/sources.md [SL21])."""
+    profiles = sorted({p for c in (mig or {}).get("configs", {}).values() for p in c["instances"]})
+    return ",".join(["gres/gpu", *(f"gres/gpu:{p}" for p in profiles)])
+
+
 def without_mig(hosts: list[str], mig: dict[str, Any] | None) -> list[str]:
     """``hosts`` less the MIG nodes (their GRES lines come from :func:`gres_conf_lines`)."""
     skip = set(mig_hosts(mig))

@@ -197,6 +197,7 @@ def test_no_policy_no_mig_and_the_reference_slurm_lines_stay() -> None:
     assert plan["gpu"]["mig"] is None
     assert "Gres=gpu:h100:8 " in plan["slurm"]["node_line"]
     assert not any("AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
+    assert plan["slurm"]["accounting_tres"] == "gres/gpu"
     assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in plan["files"]["compute01"])
     assert not any(s["title"] == "MIG partitioning" for s in plan["report"])
 
@@ -235,6 +236,8 @@ def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
     )
     assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:1g.10gb:28,gpu:h100:4 " in line for line in lines)
     assert plan["slurm"]["gres_conf_lines"] == ["NodeName=compute[01-02] AutoDetect=nvml"]
+    # accounting counts every GPU (gres/gpu) and each planned MIG profile by name
+    assert plan["slurm"]["accounting_tres"] == "gres/gpu,gres/gpu:1g.10gb,gres/gpu:2g.20gb,gres/gpu:3g.40gb"
 
 
 def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:
