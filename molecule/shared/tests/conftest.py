@@ -48,3 +48,27 @@ def hosts(lab: Path, plan: dict[str, Any]) -> dict[str, Any]:
 
 def hosts_with(plan: dict[str, Any], role: str) -> list[str]:
     return [name for name, host in plan["hosts"].items() if role in host["roles"]]
+
+
+#: A recorded ``nvidia-smi --query-gpu`` line (H100, driver 545; the health check's fields).
+RECORDED_NVIDIA_SMI = Path(__file__).resolve().parents[3] / "tests" / "data" / "nvidia-smi" / "h100-545-query.txt"
+
+
+def nvidia_smi_rows(gpus: int, gpu: int | None = None, column: int = 0, value: str = "") -> str:
+    """The recorded row for GPUs 0..gpus-1; with ``gpu``, that GPU's field ``column`` holds ``value``
+    (9: temperature.gpu, 10: ecc.errors.uncorrected.volatile.total)."""
+    fields = [f.strip() for f in RECORDED_NVIDIA_SMI.read_text().splitlines()[0].split(",")]
+    rows = []
+    for i in range(gpus):
+        row = [str(i), *fields[1:]]
+        if i == gpu:
+            row[column] = value
+        rows.append(", ".join(row))
+    return "\n".join(rows) + "\n"
+
+
+def node_state(head: Any, node: str) -> tuple[str, str]:
+    """``node``'s state (sinfo %t) and reason (%E), asked on ``head``."""
+    out = head.check_output(f"sinfo --noheader --Node --nodes={node} --format='%t|%E'")
+    state, reason = out.splitlines()[0].split("|", 1)
+    return state.strip(), reason.strip()

@@ -18,29 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hosts_with
+from conftest import hosts_with, node_state, nvidia_smi_rows
 
-RECORDED = Path(__file__).resolve().parents[3] / "tests" / "data" / "nvidia-smi" / "h100-545-query.txt"
 CHECK = "/usr/local/sbin/gpucluster-healthcheck"
 ECC_REASON = "gpucluster: gpu2 dbe ecc 2"
 OPERATOR = "operator: replace DIMM"
-
-
-def _rows(gpus: int, ecc_gpu: int | None = None) -> str:
-    """The recorded row for GPUs 0..gpus-1, GPU ``ecc_gpu`` with 2 uncorrected volatile ECC errors."""
-    fields = [f.strip() for f in RECORDED.read_text().splitlines()[0].split(",")]
-    rows = []
-    for i in range(gpus):
-        row = [str(i), *fields[1:]]
-        row[10] = "2" if i == ecc_gpu else "0"  # ecc.errors.uncorrected.volatile.total
-        rows.append(", ".join(row))
-    return "\n".join(rows) + "\n"
-
-
-def _state(head: Any, node: str) -> tuple[str, str]:
-    out = head.check_output(f"sinfo --noheader --Node --nodes={node} --format='%t|%E'")
-    state, reason = out.splitlines()[0].split("|", 1)
-    return state.strip(), reason.strip()
 
 
 def _wait(head: Any, node: str, pattern: str) -> tuple[str, str]:
@@ -48,7 +30,7 @@ def _wait(head: Any, node: str, pattern: str) -> tuple[str, str]:
     head.run(
         f"for i in $(seq 60); do s=$(sinfo -h -N -n {node} -o %t); case $s in {pattern}) break;; esac; sleep 1; done"
     )
-    return _state(head, node)
+    return node_state(head, node)
 
 
 @pytest.fixture
@@ -91,7 +73,7 @@ def test_epilog_drains_after_a_job_and_a_clean_check_resumes(
     assert _wait(head, name, "idle")[0] == "idle"
     assert f"epilog job {healthy}: healthy" in node.check_output("journalctl -q -t gpucluster-healthcheck -n 50")
 
-    _inject(node, recorded, _rows(gpus, ecc_gpu=2))
+    _inject(node, recorded, nvidia_smi_rows(gpus, gpu=2, column=10, value="2"))
     job = _job(head, name)
     state, reason = _wait(head, name, "drain*")
     assert state.startswith("drain"), (state, reason)
@@ -109,7 +91,7 @@ def test_epilog_drains_after_a_job_and_a_clean_check_resumes(
 def test_epilog_keeps_an_operator_drain(lab_node: tuple[Any, Any, str, str], plan: dict[str, Any]) -> None:
     head, node, name, recorded = lab_node
     gpus = plan["cluster"]["gpus_per_node"]
-    _inject(node, recorded, _rows(gpus, ecc_gpu=2))
+    _inject(node, recorded, nvidia_smi_rows(gpus, gpu=2, column=10, value="2"))
     job = head.check_output(f"sbatch --parsable -w {name} --time=1 --job-name=lab-epilog --wrap 'sleep 4'").strip()
     head.check_output(f"for i in $(seq 30); do squeue -h -j {job} -t R | grep -q . && break; sleep 1; done")
     head.check_output(f"scontrol update nodename={name} state=drain reason={shlex.quote(OPERATOR)}")
@@ -121,4 +103,4 @@ def test_epilog_keeps_an_operator_drain(lab_node: tuple[Any, Any, str, str], pla
     node.check_output(f"rm -f {recorded}")
     clean = node.run(CHECK)
     assert clean.rc == 0, clean.stdout + clean.stderr
-    assert _state(head, name) == ("drain", OPERATOR)
+    assert node_state(head, name) == ("drain", OPERATOR)

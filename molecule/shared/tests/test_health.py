@@ -9,31 +9,11 @@ thresholds from the plan, scontrol on the compute node and slurmctld on the head
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
-from conftest import hosts_with
+from conftest import hosts_with, node_state, nvidia_smi_rows
 
-RECORDED = Path(__file__).resolve().parents[3] / "tests" / "data" / "nvidia-smi" / "h100-545-query.txt"
 CHECK = "/usr/local/sbin/gpucluster-healthcheck"
-
-
-def _sample(gpus: int, hot: int | None = None, temp: int = 0) -> str:
-    """The recorded row for GPUs 0..gpus-1; GPU ``hot`` at ``temp`` C."""
-    fields = [f.strip() for f in RECORDED.read_text().splitlines()[0].split(",")]
-    rows = []
-    for i in range(gpus):
-        row = [str(i), *fields[1:]]
-        if i == hot:
-            row[9] = str(temp)
-        rows.append(", ".join(row))
-    return "\n".join(rows) + "\n"
-
-
-def _state(head: Any, node: str) -> tuple[str, str]:
-    out = head.check_output(f"sinfo --noheader --Node --nodes={node} --format='%t|%E'")
-    state, reason = out.splitlines()[0].split("|", 1)
-    return state.strip(), reason.strip()
 
 
 def _run_check(host: Any, sample: str) -> Any:
@@ -47,17 +27,17 @@ def test_hot_gpu_drains_and_healthy_resumes(hosts: dict[str, Any], plan: dict[st
     gpus = plan["cluster"]["gpus_per_node"]
     critical = plan["gpu"]["temperature"]["critical_c"]
     try:
-        hot = _run_check(hosts[node], _sample(gpus, hot=3, temp=critical + 2))
+        hot = _run_check(hosts[node], nvidia_smi_rows(gpus, gpu=3, column=9, value=str(critical + 2)))
         assert hot.rc == 1, hot.stdout + hot.stderr
-        state, reason = _state(head, node)
+        state, reason = node_state(head, node)
         assert state.startswith("drain"), state
         assert f"gpu3 {critical + 2}C >= {critical}C" in reason, reason
         assert reason in head.check_output("sinfo -R --noheader --format='%E'")
 
-        healthy = _run_check(hosts[node], _sample(gpus))
+        healthy = _run_check(hosts[node], nvidia_smi_rows(gpus))
         assert healthy.rc == 0, healthy.stdout + healthy.stderr
         # resumed: no longer draining (a trailing * only says slurmd has not answered a ping yet)
-        assert _state(head, node)[0].rstrip("*") in ("idle", "mix", "alloc")
+        assert node_state(head, node)[0].rstrip("*") in ("idle", "mix", "alloc")
         head.run(
             f"scontrol ping; for i in $(seq 30); do sinfo -h -n {node} -o %t | grep -q '[*]' || break; sleep 2; done"
         )
@@ -70,9 +50,9 @@ def test_operator_drain_is_left_alone(hosts: dict[str, Any], plan: dict[str, Any
     head = hosts[plan["cluster"]["head"]]
     try:
         head.check_output(f"scontrol update nodename={node} state=drain reason='operator: replace DIMM'")
-        healthy = _run_check(hosts[node], _sample(plan["cluster"]["gpus_per_node"]))
+        healthy = _run_check(hosts[node], nvidia_smi_rows(plan["cluster"]["gpus_per_node"]))
         assert healthy.rc == 0, healthy.stdout + healthy.stderr
-        state, reason = _state(head, node)
+        state, reason = node_state(head, node)
         assert state.startswith("drain") and reason == "operator: replace DIMM", (state, reason)
     finally:
         head.run(f"scontrol update nodename={node} state=resume")
