@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("destroy", "create", "converge", "idempotence", "verify", "destroy")
@@ -25,6 +26,27 @@ def run(tier: str, stage: str) -> tuple[int, float]:
     return proc.returncode, elapsed
 
 
+def verify_summary(junit: Path, slowest: int = 5) -> str:
+    """Outcomes of a verify's checks from its JUnit file: counts, every xfail with its reason, the slowest."""
+    if not junit.is_file():
+        return "no JUnit file"
+    cases = ElementTree.parse(junit).getroot().iter("testcase")
+    counts: dict[str, int] = {}
+    xfails, times = [], []
+    for case in cases:
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        times.append((float(case.get("time", 0)), name))
+        outcome = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+        kind = "passed" if outcome is None else outcome.tag
+        if outcome is not None and outcome.tag == "skipped" and outcome.get("type") == "pytest.xfail":
+            kind = "xfailed"
+            xfails.append(f"  xfailed {name}: {outcome.get('message', '')}")
+        counts[kind] = counts.get(kind, 0) + 1
+    top = ", ".join(f"{n} {t:.0f} s" for t, n in sorted(times, reverse=True)[:slowest])
+    line = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return "\n".join([f"  {line}; slowest: {top}", *xfails])
+
+
 def main(tiers: list[str]) -> int:
     rows = []
     failed = None
@@ -32,9 +54,14 @@ def main(tiers: list[str]) -> int:
         times: dict[str, float] = {}
         for i, stage in enumerate(STAGES):
             key = "destroy" if i == len(STAGES) - 1 else ("clean" if i == 0 else stage)
+            junit = ROOT / "build" / "testing" / f"verify-{tier}.xml"
+            if stage == "verify":
+                junit.unlink(missing_ok=True)
             rc, seconds = run(tier, stage)
             times[key] = seconds
             print(f"{tier} {stage}: {'ok' if rc == 0 else 'FAILED'} in {seconds:.0f} s", flush=True)
+            if stage == "verify":
+                print(verify_summary(junit), flush=True)
             if rc:
                 failed = f"{tier} {stage}"
                 run(tier, "destroy")
