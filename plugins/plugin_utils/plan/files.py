@@ -91,6 +91,7 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "beegfs_rdma": bool((plan["storage"].get("beegfs") or {}).get("rdma")),
         "slurm": plan["cluster"]["scheduler"] == "slurm",
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
+        "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
     }
 
 

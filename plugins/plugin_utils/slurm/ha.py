@@ -40,6 +40,12 @@ DEFAULT_OPTIONS = {
     "nfs4": "rw,hard,proto=tcp,vers=4.2",
     "lustre": "defaults,_netdev,flock",
 }
+#: The controllers' takeover hook (slurm.conf SlurmctldPrimaryOnProg); its settings: roles/slurm/vars/files.yml.
+PRIMARY_ON_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-on"
+#: The hook's drain reason: not the health check's "gpucluster: " prefix, so neither resumes the other's drains.
+PRIMARY_ON_REASON = "slurmctld-takeover: slurmd not registered yet"
+#: Seconds for slurmctld's registration agent (it starts about 5 s after the controller does) and slow hosts.
+REGISTRATION_MARGIN_S = 30
 _PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*$")
 _OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+$")
@@ -169,12 +175,41 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
     timeout = check_range(timeout, timeout_field, 5, MAX_TIMEOUT_S, integer=True)
     ctls = controllers(primary, backups, addresses)
     return {
+        "primary_on": primary_on(timeout, primary) if backups else None,
         "enabled": bool(backups),
         "controllers": [asdict(c) for c in ctls],
         "backups": [c.name for c in ctls if c.role == "backup"],
         "state_save_location": where,
         "state_save_mount": state.as_dict() if state else None,
         "slurmctld_timeout_s": timeout,
+    }
+
+
+def primary_on(timeout_s: int, primary: str) -> dict[str, Any]:
+    """The takeover hook's settings: hold GPU nodes until their slurmd has registered with the new controller.
+
+    Slurm 22.05 (seen in the lab, tier4): a controller that takes control recovers each node's GRES
+    count from the saved state but its GRES types and device files only when the node's slurmd
+    registers again (``scontrol show node`` says ``SlurmdStartTime=None`` until then). A GPU job
+    scheduled in between gets untyped GPUs, its step is refused ("Invalid generic resource (gres)
+    specification"), the job fails, and its GPUs stay allocated on the idle node. After a hand-back
+    that window is long: a slurmd that last talked to the backup asks it first, hears "standby",
+    sleeps SlurmctldTimeout/2 and retries, for up to 1.5 x SlurmctldTimeout (src/common/
+    slurm_protocol_api.c, docs/sources.md [SL20]). So the hook drains the GPU nodes not registered yet
+    with its own reason, resumes each one as it registers, gives up holding after ``hold_s`` (1.5 x
+    SlurmctldTimeout + REGISTRATION_MARGIN_S: every slurmd has registered or stopped retrying), and
+    then runs ``scontrol reconfigure`` if an idle node still holds GPUs (a reconfigure recomputes every
+    node's allocations from the running jobs). It holds only on the primary (``hosts``): when a backup
+    takes over, the slurmds find the primary down and register at once, and in the lab a backup that
+    had run the hook hung while handing control back (docs/runbook.md)."""
+    return {
+        "program": PRIMARY_ON_PROGRAM,
+        "config": {
+            "hold_s": timeout_s * 3 // 2 + REGISTRATION_MARGIN_S,
+            "poll_s": 2,
+            "reason": PRIMARY_ON_REASON,
+            "hosts": [primary],
+        },
     }
 
 
@@ -195,6 +230,10 @@ def ha_rows(ha: dict[str, Any]) -> list[list[str]]:
     if mount:
         rows.append(["state mount", f"{mount['what']} ({mount['type']}, {mount['options']})", mount["unit_name"]])
     rows.append(["SlurmctldTimeout", f"{ha['slurmctld_timeout_s']} s", "the backup's wait before it takes control"])
+    if ha["primary_on"]:
+        hold = ha["primary_on"]["config"]["hold_s"]
+        rows.append(["SlurmctldPrimaryOnProg", ha["primary_on"]["program"],
+                     f"holds GPU nodes until their slurmd registers after a hand-back (at most {hold} s)"])  # fmt: skip
     return rows
 
 
@@ -207,5 +246,6 @@ __all__ = [
     "controllers",
     "ha_plan",
     "ha_rows",
+    "primary_on",
     "state_mount",
 ]

@@ -4,6 +4,7 @@ SlurmctldTimeout (docs/sources.md [SL20]); tier1-3 keep one controller and a loc
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -37,6 +38,7 @@ def test_one_controller_keeps_its_state_on_the_head() -> None:
         "state_save_location": "/var/lib/slurm/slurmctld",
         "state_save_mount": None,
         "slurmctld_timeout_s": 120,  # slurm.conf(5) default [SL20]
+        "primary_on": None,  # no takeover: no hook
     }
 
 
@@ -52,6 +54,16 @@ def test_a_backup_comes_after_the_primary_with_shared_state() -> None:
     assert "What=filer:/export/slurm\nWhere=/var/spool/slurmctld\nType=nfs\n" in mount["unit_text"]
     assert "Before=slurmctld.service" in mount["unit_text"]
     assert plan["slurmctld_timeout_s"] == 60
+    # the takeover hook holds GPU nodes for 1.5 x SlurmctldTimeout (a slurmd's retries) + 30 s
+    assert plan["primary_on"] == {
+        "program": "/usr/local/sbin/gpucluster-slurmctld-primary-on",
+        "config": {
+            "hold_s": 120,
+            "poll_s": 2,
+            "reason": "slurmctld-takeover: slurmd not registered yet",
+            "hosts": ["head01"],  # the primary only: a backup's slurmds find the primary down and register at once
+        },
+    }
 
 
 def test_the_lab_shortens_the_timeout_and_lustre_has_its_own_options() -> None:
@@ -114,6 +126,7 @@ def test_tier4_renders_both_controllers_in_slurm_conf(tier4: dict[str, Any]) -> 
     ]
     assert "StateSaveLocation=/var/spool/slurmctld" in lines and "SlurmctldTimeout=120" in lines
     assert "AccountingStorageHost=head01" in lines  # slurmdbd stays on the primary only
+    assert "SlurmctldPrimaryOnProg=/usr/local/sbin/gpucluster-slurmctld-primary-on" in lines
 
 
 @pytest.mark.parametrize("tier", ["tier1", "tier2", "tier3"])
@@ -122,6 +135,7 @@ def test_one_controller_tiers_render_as_before(tier: str) -> None:
     plan = cluster_plan(site, groups)
     conf = render_role_template("slurm", "slurm.conf.j2", plan, plan["cluster"]["head"])
     assert conf.count("SlurmctldHost=") == 1 and "SlurmctldTimeout" not in conf
+    assert "SlurmctldPrimaryOnProg" not in conf
     assert "StateSaveLocation=/var/lib/slurm/slurmctld\nSlurmdSpoolDir=" in conf
 
 
@@ -145,9 +159,16 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/slurm/cgroup.conf",
         "/etc/slurm/topology.conf",
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
+        "/etc/slurm/gpucluster-primary-on.json",
     }
     head = {f["dest"] for f in tier4["files"]["head01"]}
-    assert "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf" in head
+    controller = {
+        "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
+        "/etc/slurm/gpucluster-primary-on.json",
+    }
+    assert controller <= head
+    hook = json.loads(render_role_template("slurm", "slurmctld-primary-on.json.j2", tier4, "head02", core_filters=True))
+    assert hook == tier4["slurm"]["ha"]["primary_on"]["config"]
     assert "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf" not in {
         f["dest"] for f in tier4["files"]["compute01"]
     }
