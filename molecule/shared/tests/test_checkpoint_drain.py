@@ -111,8 +111,9 @@ def test_a_failed_drain_keeps_the_local_copy_and_the_unit_fails(node: Any, drain
     name = f"lab-fail-{uuid.uuid4().hex[:8]}"
     remote = f"{drain['remote_path']}/{name}"
     try:
-        local = _write_checkpoint(node, drain, name)
+        # the blocker first: the drain's path unit starts as soon as the checkpoint's marker exists
         node.check_output(f"mkdir -p {shlex.quote(drain['remote_path'])} && echo blocker > {shlex.quote(remote)}")
+        local = _write_checkpoint(node, drain, name)
         assert _drain_now(node) != 0
         assert node.check_output(f"systemctl is-failed {SERVICE} || true") == "failed"
         assert node.file(local).is_directory and not node.file(f"{local}/.drained").exists
