@@ -4,7 +4,7 @@ LAB_INVENTORY = -i inventories/$(TIER) -i lab/overlay
 LAB_CONNECT = -i .lab/$(TIER)/inventory.yml
 HOST ?= compute01
 
-.PHONY: lab lab-images lab-up lab-converge lab-down lab-shell bench-lab validate
+.PHONY: lab lab-images lab-up lab-converge lab-down lab-shell lab-ha-soak bench-lab validate
 lab-images: ## install podman/runc/debootstrap, containers.conf, build (or reuse) the lab images
 	bash tools/lab/setup.sh
 
@@ -28,3 +28,13 @@ bench-lab: setup lab-images ## first converge + idempotent re-run, project ansib
 
 validate: setup ## acceptance checks (nccl-tests, ib_write_bw, fio, dcgmi) on the running lab of TIER -> build/validate/<name>/
 	$(BIN)/ansible-playbook $(LAB_INVENTORY) $(LAB_CONNECT) playbooks/validate.yml $(VALIDATE_ARGS)
+
+# The controller failover, CYCLES times in a row, on the running lab of TIER (one with a backup
+# controller: tier4): each cycle stops the primary's slurmctld, runs a GPU and a CPU job on the
+# backup at once, starts the primary, runs them again, and checks that no node stays held and no
+# idle node keeps GPUs (molecule/shared/tests/test_slurm_ha.py; verify runs one cycle).
+CYCLES ?= 10
+lab-ha-soak: setup ## CYCLES controller failovers with a GPU job after each change of controller, on the running lab of TIER
+	$(BIN)/ansible-playbook $(LAB_INVENTORY) lab/save-plan.yml
+	GPUCLUSTER_HA_CYCLES=$(CYCLES) $(BIN)/pytest molecule/shared/tests/test_slurm_ha.py -p no:cacheprovider -q \
+	  --lab=.lab/$(TIER) -k takes_over --durations=1

@@ -9,6 +9,7 @@ and runs a job. It restores what it stopped, also when it fails.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -96,49 +97,80 @@ def test_every_controller_shares_the_planned_state(hosts: dict[str, Any], plan: 
 
 
 def test_the_backup_takes_over_and_hands_control_back(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    """A GPU job right after each change of controller runs (the takeover hook holds the GPU nodes until
+    their slurmd registers with the new controller), and no idle node keeps GPUs. ``GPUCLUSTER_HA_CYCLES``
+    repeats the whole failover and hand-back (``make lab-ha-soak``); verify runs one cycle."""
     ha = _ha(plan)
     primary, backup = (hosts[c["name"]] for c in ha["controllers"][:2])
     compute = hosts_with(plan, "compute")
     login = hosts[compute[0]]  # a client that is neither controller
-    timeout = ha["slurmctld_timeout_s"]
-    gpus = plan["cluster"]["gpus_per_node"]
     # every node idle (a controller that started moments ago holds them until they register: the hook)
     _wait(lambda: _nodes_answer(login, compute), ha["primary_on"]["config"]["hold_s"], "every node answers")
-    hooks_before = _hook_runs(primary)
+    for cycle in range(int(os.environ.get("GPUCLUSTER_HA_CYCLES", "1"))):
+        _failover_cycle(ha, primary, backup, login, compute, plan["cluster"]["gpus_per_node"], cycle)
+
+
+def _failover_cycle(
+    ha: dict[str, Any], primary: Any, backup: Any, login: Any, compute: list[str], gpus: int, cycle: int
+) -> None:
+    timeout = ha["slurmctld_timeout_s"]
+    hook = ha["primary_on"]["config"]
+    runs = {"primary": _hook_runs(primary), "backup": _hook_runs(backup)}
+    backup_pid = _main_pid(backup)
     primary.check_output("systemctl stop slurmctld")
     try:
-        # the backup takes control within SlurmctldTimeout (+ margin); users' commands keep working
+        # the backup takes control within SlurmctldTimeout (+ margin)
         took = _wait(
-            lambda: _ping(login) == {"primary": "DOWN", "backup": "UP"} and _nodes_answer(login, compute),
+            lambda: _ping(login) == {"primary": "DOWN", "backup": "UP"},
             timeout + MARGIN_S,
-            "the backup controller answers sinfo with the primary down",
+            f"cycle {cycle}: the backup controller answers with the primary down",
         )
         assert took <= timeout + MARGIN_S
-        for host in (login, backup, primary):  # sinfo from every kind of host (the head is the login node)
+        # a GPU job at once: no slurmd has registered with the backup yet; the backup's hook holds the GPU
+        # nodes until they do, so the job waits and runs instead of failing with untyped GPUs
+        _job_runs(login, f"ha-backup-gpu-{cycle}", compute, gpus, wait_s=hook["hold_s"] + MARGIN_S)
+        _wait(lambda: _nodes_answer(login, compute), timeout + MARGIN_S, f"cycle {cycle}: every node answers")
+        for host in (login, backup, primary):  # users' commands keep working from every kind of host
             assert host.run("sinfo --noheader --format=%D").rc == 0
-        _job_runs(login, "ha-backup", compute, gpus)
+        _job_runs(login, f"ha-backup-cpu-{cycle}", compute, 0)
         assert primary.service("slurmctld").is_running is False
+        _wait(lambda: _hook_runs(backup) > runs["backup"], hook["hold_s"] + MARGIN_S, "the backup's hook finishes")
+        _no_hold_and_no_leak(login, compute, hook)
     finally:
         primary.check_output("systemctl start slurmctld")
-    # the primary takes control back: both answer, the backup is in standby, and jobs run
-    hook = ha["primary_on"]["config"]
+    # the primary takes control back: both answer (the backup in standby, not hung), and jobs run
     try:
-        _wait(lambda: _ping(login) == {"primary": "UP", "backup": "UP"}, timeout + MARGIN_S, "the primary answers")
+        _wait(
+            lambda: _ping(login) == {"primary": "UP", "backup": "UP"},
+            timeout + MARGIN_S,
+            f"cycle {cycle}: the primary and the standby backup answer",
+        )
         # a GPU job at once: its slurmd has not registered again yet (it asks the backup first and waits
-        # SlurmctldTimeout/2); the takeover hook holds the GPU nodes until they register, so the job waits
-        # and runs instead of failing with untyped GPUs and leaving them allocated (plan slurm.ha.primary_on)
-        _job_runs(login, "ha-primary-gpu", compute, gpus, wait_s=hook["hold_s"] + MARGIN_S)
-        _wait(lambda: _nodes_answer(login, compute), timeout + MARGIN_S, "every node answers the primary")
-        _job_runs(login, "ha-primary-cpu", compute, 0)
+        # SlurmctldTimeout/2); the primary's hook holds the GPU nodes until they register
+        _job_runs(login, f"ha-primary-gpu-{cycle}", compute, gpus, wait_s=hook["hold_s"] + MARGIN_S)
+        _wait(lambda: _nodes_answer(login, compute), timeout + MARGIN_S, f"cycle {cycle}: every node answers")
+        _job_runs(login, f"ha-primary-cpu-{cycle}", compute, 0)
     except BaseException:
         primary.run("systemctl restart slurmctld")  # leave a usable controller to the later tests
         raise
-    assert backup.service("slurmctld").is_running  # the backup keeps running, in standby
-    # the hook ran on the primary when it took control, and let go of every node it held
-    _wait(lambda: _hook_runs(primary) > hooks_before, hook["hold_s"] + MARGIN_S, "the takeover hook finishes")
+    # the backup, back in standby, restarted its slurmctld (one takeover per process: Slurm 22.05) and answers
+    _wait(
+        lambda: _main_pid(backup) not in (0, backup_pid) and _ping(login) == {"primary": "UP", "backup": "UP"},
+        timeout + MARGIN_S,
+        f"cycle {cycle}: the backup restarts in standby after the hand-back",
+    )
+    _wait(lambda: _hook_runs(primary) > runs["primary"], hook["hold_s"] + MARGIN_S, "the primary's hook finishes")
+    _no_hold_and_no_leak(login, compute, hook)
+
+
+def _main_pid(host: Any) -> int:
+    return int(host.check_output("systemctl show slurmctld --property=MainPID --value") or 0)
+
+
+def _no_hold_and_no_leak(login: Any, compute: list[str], hook: dict[str, Any]) -> None:
+    """The hook let go of every node it held, and no idle node keeps GPUs of a job that is gone."""
     held = login.check_output("sinfo --noheader --Node --format='%N|%E'")
     assert hook["reason"] not in held, held
-    # no idle node keeps GPUs of a job that is gone
     for node in compute:
         out = login.check_output(f"scontrol show node {node} --oneliner")
         if "CPUAlloc=0 " in out:

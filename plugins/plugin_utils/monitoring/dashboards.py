@@ -563,6 +563,10 @@ def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "port": GRAFANA_PORT,
+        # Grafana answers on the head's management address only, like Prometheus and Alertmanager
+        # ([server] http_addr, set as GF_SERVER_HTTP_ADDR: https://grafana.com/docs/grafana/latest/
+        # setup-grafana/configure-grafana/#override-configuration-with-environment-variables)
+        "http_addr": mon["address"],
         "datasource": {"name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "url": url},
         "datasource_yaml": dump(datasources),
         "provider_yaml": dump(providers),

@@ -42,10 +42,19 @@ DEFAULT_OPTIONS = {
 }
 #: The controllers' takeover hook (slurm.conf SlurmctldPrimaryOnProg); its settings: roles/slurm/vars/files.yml.
 PRIMARY_ON_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-on"
+#: The same script as SlurmctldPrimaryOffProg (a link; it acts by the name it is run as).
+PRIMARY_OFF_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-off"
+#: Where the hook notes a backup's control and asks for its restart (owned by SlurmUser).
+HOOK_STATE_DIR = "/var/lib/gpucluster/slurmctld"
+#: The root path unit that restarts a backup's slurmctld once it has handed control back.
+STANDBY_RESTART_UNIT = "gpucluster-slurmctld-standby"
 #: The hook's drain reason: not the health check's "gpucluster: " prefix, so neither resumes the other's drains.
 PRIMARY_ON_REASON = "slurmctld-takeover: slurmd not registered yet"
 #: Seconds for slurmctld's registration agent (it starts about 5 s after the controller does) and slow hosts.
 REGISTRATION_MARGIN_S = 30
+#: How often the hook asks whether its controller is in control yet: a user's job submitted the moment
+#: a controller answers must find the unregistered GPU nodes drained already (a scontrol ping is cheap).
+ANSWER_POLL_S = 0.1
 _PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 _WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*$")
 _OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+$")
@@ -175,7 +184,7 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
     timeout = check_range(timeout, timeout_field, 5, MAX_TIMEOUT_S, integer=True)
     ctls = controllers(primary, backups, addresses)
     return {
-        "primary_on": primary_on(timeout, primary) if backups else None,
+        "primary_on": primary_on(timeout, [c.name for c in ctls]) if backups else None,
         "enabled": bool(backups),
         "controllers": [asdict(c) for c in ctls],
         "backups": [c.name for c in ctls if c.role == "backup"],
@@ -185,30 +194,48 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
     }
 
 
-def primary_on(timeout_s: int, primary: str) -> dict[str, Any]:
+def primary_on(timeout_s: int, hosts: list[str]) -> dict[str, Any]:
     """The takeover hook's settings: hold GPU nodes until their slurmd has registered with the new controller.
 
     Slurm 22.05 (seen in the lab, tier4): a controller that takes control recovers each node's GRES
     count from the saved state but its GRES types and device files only when the node's slurmd
     registers again (``scontrol show node`` says ``SlurmdStartTime=None`` until then). A GPU job
     scheduled in between gets untyped GPUs, its step is refused ("Invalid generic resource (gres)
-    specification"), the job fails, and its GPUs stay allocated on the idle node. After a hand-back
-    that window is long: a slurmd that last talked to the backup asks it first, hears "standby",
-    sleeps SlurmctldTimeout/2 and retries, for up to 1.5 x SlurmctldTimeout (src/common/
-    slurm_protocol_api.c, docs/sources.md [SL20]). So the hook drains the GPU nodes not registered yet
-    with its own reason, resumes each one as it registers, gives up holding after ``hold_s`` (1.5 x
-    SlurmctldTimeout + REGISTRATION_MARGIN_S: every slurmd has registered or stopped retrying), and
-    then runs ``scontrol reconfigure`` if an idle node still holds GPUs (a reconfigure recomputes every
-    node's allocations from the running jobs). It holds only on the primary (``hosts``): when a backup
-    takes over, the slurmds find the primary down and register at once, and in the lab a backup that
-    had run the hook hung while handing control back (docs/runbook.md)."""
+    specification"), the job fails, and its GPUs stay allocated on the idle node. That window opens at
+    every change of controller: after a takeover the new controller asks every node to register about
+    MIN_CHECKIN_TIME (3 s) after it starts (src/slurmctld/ping_nodes.c, controller.c); after a hand-back
+    a slurmd that last talked to the backup asks it first, hears "standby", sleeps SlurmctldTimeout/2
+    and retries, for up to 1.5 x SlurmctldTimeout (src/common/slurm_protocol_api.c, docs/sources.md
+    [SL20]). So every controller (``hosts``) runs the hook when it takes control: as soon as it is the
+    one in control (``scontrol ping``, asked every ``answer_poll_s`` so that the drain comes before a
+    user's first job), it drains the GPU nodes not registered yet with its own reason, resumes each one
+    as it registers, gives up holding after ``hold_s`` (1.5 x SlurmctldTimeout + REGISTRATION_MARGIN_S:
+    every slurmd has registered or stopped retrying), stops at once when another controller takes
+    control (a backup whose primary is back: no hook keeps running into a hand-back), and then runs
+    ``scontrol reconfigure`` if an idle node still holds GPUs (a reconfigure recomputes every node's
+    allocations from the running jobs).
+
+    The same script runs as SlurmctldPrimaryOffProg (``off_program``): a backup that drops back to
+    standby after having had control restarts its slurmctld (``standby_restart``: a request file that
+    a root path unit acts on). Slurm 22.05's main_sched_fini() joins the main scheduler thread but never
+    clears thread_id_sched (src/slurmctld/job_scheduler.c), so in one slurmctld process a second
+    takeover starts no main scheduler and its hand-back joins a stale thread handle: the lab's backup
+    hung there ("REQUEST_CONTROL reply but backup not completely done relinquishing control", gdb: the
+    main thread in sched_g_fini joining the purge thread). A fresh process per takeover never does."""
     return {
         "program": PRIMARY_ON_PROGRAM,
+        "off_program": PRIMARY_OFF_PROGRAM,
         "config": {
             "hold_s": timeout_s * 3 // 2 + REGISTRATION_MARGIN_S,
             "poll_s": 2,
+            "answer_poll_s": ANSWER_POLL_S,
             "reason": PRIMARY_ON_REASON,
-            "hosts": [primary],
+            "hosts": hosts,
+            "state_dir": HOOK_STATE_DIR,
+        },
+        "standby_restart": {
+            "unit": STANDBY_RESTART_UNIT,
+            "request": f"{HOOK_STATE_DIR}/restart-request",
         },
     }
 
@@ -233,7 +260,7 @@ def ha_rows(ha: dict[str, Any]) -> list[list[str]]:
     if ha["primary_on"]:
         hold = ha["primary_on"]["config"]["hold_s"]
         rows.append(["SlurmctldPrimaryOnProg", ha["primary_on"]["program"],
-                     f"holds GPU nodes until their slurmd registers after a hand-back (at most {hold} s)"])  # fmt: skip
+                     f"holds GPU nodes until they register with a new controller (at most {hold} s)"])  # fmt: skip
     return rows
 
 

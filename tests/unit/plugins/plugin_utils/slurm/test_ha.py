@@ -57,11 +57,19 @@ def test_a_backup_comes_after_the_primary_with_shared_state() -> None:
     # the takeover hook holds GPU nodes for 1.5 x SlurmctldTimeout (a slurmd's retries) + 30 s
     assert plan["primary_on"] == {
         "program": "/usr/local/sbin/gpucluster-slurmctld-primary-on",
+        "off_program": "/usr/local/sbin/gpucluster-slurmctld-primary-off",
         "config": {
             "hold_s": 120,
             "poll_s": 2,
+            "answer_poll_s": 0.1,
             "reason": "slurmctld-takeover: slurmd not registered yet",
-            "hosts": ["head01"],  # the primary only: a backup's slurmds find the primary down and register at once
+            "hosts": ["head01", "ctl02"],  # every controller: the window opens at a takeover and a hand-back
+            "state_dir": "/var/lib/gpucluster/slurmctld",
+        },
+        # a backup that handed control back restarts (Slurm 22.05: one takeover per slurmctld process)
+        "standby_restart": {
+            "unit": "gpucluster-slurmctld-standby",
+            "request": "/var/lib/gpucluster/slurmctld/restart-request",
         },
     }
 
@@ -160,11 +168,15 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/slurm/topology.conf",
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/etc/slurm/gpucluster-primary-on.json",
+        "/etc/systemd/system/gpucluster-slurmctld-standby.path",
+        "/etc/systemd/system/gpucluster-slurmctld-standby.service",
     }
     head = {f["dest"] for f in tier4["files"]["head01"]}
     controller = {
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/etc/slurm/gpucluster-primary-on.json",
+        "/etc/systemd/system/gpucluster-slurmctld-standby.path",
+        "/etc/systemd/system/gpucluster-slurmctld-standby.service",
     }
     assert controller <= head
     hook = json.loads(render_role_template("slurm", "slurmctld-primary-on.json.j2", tier4, "head02", core_filters=True))

@@ -18,7 +18,14 @@ DATA = ROOT / "tests" / "data" / "slurm"
 BEFORE = (DATA / "scontrol-show-node-d-oneliner-after-handback.txt").read_text()
 AFTER = (DATA / "scontrol-show-node-d-oneliner-registered.txt").read_text()
 REASON = "slurmctld-takeover: slurmd not registered yet"
-CFG = {"hold_s": 75, "poll_s": 0, "reason": REASON, "hosts": ["head01"]}
+CFG = {
+    "hold_s": 75,
+    "poll_s": 0,
+    "answer_poll_s": 0,
+    "reason": REASON,
+    "hosts": ["head01", "head02"],
+    "state_dir": "/nonexistent",
+}
 ALL = [f"compute0{i}" for i in range(1, 9)]
 
 
@@ -142,22 +149,98 @@ def test_the_script_is_what_the_role_installs() -> None:
 
 PING_BACK = "Slurmctld(primary) at head01 is UP\nSlurmctld(backup) at head02 is UP\n"  # scontrol ping, lab tier4
 PING_STARTING = "Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is UP\n"
+PING_TAKEOVER_STARTING = "Slurmctld(primary) at head01 is DOWN\nSlurmctld(backup) at head02 is DOWN\n"
 
 
-def test_the_hook_waits_until_its_own_controller_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_controller_in_control_is_the_first_that_answers() -> None:
     assert HOOK.answers(PING_BACK, "head01") and HOOK.answers(PING_BACK, "head02")
     assert not HOOK.answers(PING_STARTING, "head01") and not HOOK.answers(PING_BACK, "head0")
+    # the primary back: it is in control, the backup hands control back
+    assert HOOK.in_control(PING_BACK, "head01") is True
+    assert HOOK.in_control(PING_BACK, "head02") is False
+    # the primary down: the backup that answers has control; the primary's own hook waits
+    assert HOOK.in_control(PING_STARTING, "head02") is True
+    assert HOOK.in_control(PING_STARTING, "head01") is None
+    # a backup whose RPC thread is not up yet: not answering, neither in control nor handing back
+    assert HOOK.in_control(PING_TAKEOVER_STARTING, "head02") is None
+    assert HOOK.in_control("", "head02") is None
+
+
+def test_the_hook_waits_until_its_own_controller_is_in_control(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(HOOK.time, "sleep", lambda s: None)
     pings = [PING_STARTING, PING_STARTING, PING_BACK]
-    assert HOOK.wait_for_me(CFG, "head01", ping=lambda: pings.pop(0), clock=lambda: 0.0)
+    assert HOOK.wait_for_me(CFG, "head01", ping=lambda: pings.pop(0), clock=lambda: 0.0) is True
     assert pings == []
+    # a backup taking over: the primary down, the backup not answering until its RPC thread runs
+    pings = [PING_TAKEOVER_STARTING, PING_STARTING]
+    assert HOOK.wait_for_me(CFG, "head02", ping=lambda: pings.pop(0), clock=lambda: 0.0) is True
+    # a backup whose primary is back already: nothing to hold, at once
+    assert HOOK.wait_for_me(CFG, "head02", ping=lambda: PING_BACK, clock=lambda: 0.0) is False
     ticks = iter(range(0, 1000, 10))
-    assert not HOOK.wait_for_me(CFG, "head01", ping=lambda: PING_STARTING, clock=lambda: float(next(ticks)))
+    assert HOOK.wait_for_me(CFG, "head01", ping=lambda: PING_STARTING, clock=lambda: float(next(ticks))) is None
 
 
-def test_a_backup_taking_control_holds_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_backup_stops_holding_when_the_primary_takes_control_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(HOOK.syslog, "syslog", lambda *a: None)
+    ctl = _Controller([BEFORE])
+    pings = iter([True, False])
+    assert HOOK.hold(CFG, show=ctl.show, update=ctl.update, clock=ctl.clock, still_in_control=lambda: next(pings)) == []
+    held = ",".join(n for n in ALL if n != "compute02")
+    # drained on the takeover; left drained for the primary's own run, which resumes them as they register
+    assert ctl.calls == [("update", f"NodeName={held}", "State=DRAIN", f"Reason={REASON}")]
+    assert HOOK.to_resume(HOOK.parse_nodes(_ours(AFTER, ctl.drained)), REASON, give_up=False) == held.split(",")
+
+
+def test_a_controller_not_listed_holds_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "primary-on.json"
+    config.write_text(json.dumps({**CFG, "hosts": ["head01"]}))
+    monkeypatch.setattr(HOOK.socket, "gethostname", lambda: "head02.cluster.internal")
+    monkeypatch.setattr(HOOK, "hold", lambda *a, **k: pytest.fail("a controller not in hosts must not hold nodes"))
+    assert HOOK.main(["--config", str(config)]) == 0
+
+
+def test_a_backup_taking_control_holds_its_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     config = tmp_path / "primary-on.json"
     config.write_text(json.dumps(CFG))
     monkeypatch.setattr(HOOK.socket, "gethostname", lambda: "head02.cluster.internal")
-    monkeypatch.setattr(HOOK, "hold", lambda *a, **k: pytest.fail("a backup must not hold nodes"))
+    monkeypatch.setattr(HOOK, "_ping", lambda: PING_STARTING)
+    noted: list[int] = []
+    monkeypatch.setattr(HOOK, "took_control", lambda cfg, me, pid: noted.append(pid))
+    held: list[dict[str, Any]] = []
+    monkeypatch.setattr(HOOK, "hold", lambda cfg, **k: held.append(cfg) or [])
+    assert HOOK.main(["--config", str(config), "--mode", "on"]) == 0
+    assert held == [CFG] and noted == [HOOK.os.getppid()]
+
+
+def test_a_backup_back_in_standby_restarts_only_after_having_had_control(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Slurm 22.05 takes control cleanly once per slurmctld process: the off-program asks for a restart
+    of a backup that had control (the on-program noted its PID), and never at a start or on the primary."""
+    monkeypatch.setattr(HOOK.syslog, "syslog", lambda *a: None)
+    cfg = {**CFG, "state_dir": str(tmp_path)}
+    request = tmp_path / HOOK.RESTART_REQUEST
+    assert not HOOK.standby(cfg, "head02", 4242)  # the backup's own start: it never had control
+    HOOK.took_control(cfg, "head02", 4242)
+    assert (tmp_path / HOOK.IN_CONTROL).read_text() == "4242\n"
+    assert not HOOK.standby(cfg, "head02", 5151)  # another process (restarted meanwhile): a stale note
+    assert not (tmp_path / HOOK.IN_CONTROL).exists() and not request.exists()
+    HOOK.took_control(cfg, "head02", 4242)
+    assert HOOK.standby(cfg, "head02", 4242)  # the hand-back of the process that took control
+    assert request.read_text() == "4242\n" and not (tmp_path / HOOK.IN_CONTROL).exists()
+    request.unlink()
+    HOOK.took_control(cfg, "head01", 99)  # the primary: its stop is a stop, not a hand-back
+    assert not (tmp_path / HOOK.IN_CONTROL).exists()
+    assert not HOOK.standby(cfg, "head01", 99) and not request.exists()
+
+
+def test_the_off_program_is_chosen_by_its_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "primary-on.json"
+    config.write_text(json.dumps({**CFG, "state_dir": str(tmp_path)}))
+    monkeypatch.setattr(HOOK.socket, "gethostname", lambda: "head02")
+    monkeypatch.setattr(HOOK.sys, "argv", ["/usr/local/sbin/gpucluster-slurmctld-primary-off"])
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setattr(HOOK, "standby", lambda cfg, me, pid: calls.append((me, pid)) or False)
+    monkeypatch.setattr(HOOK, "hold", lambda *a, **k: pytest.fail("the off-program holds nothing"))
     assert HOOK.main(["--config", str(config)]) == 0
+    assert calls == [("head02", HOOK.os.getppid())]
