@@ -11,7 +11,7 @@ PLAN_FILE ?=
 EXPECT_UNCHANGED ?=
 COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 COLLECTION_TARBALL := build/dist/gpucluster-tiers-$(COLLECTION_VERSION).tar.gz
-ANSIBLE_BUILDER ?= $(if $(wildcard $(BIN)/ansible-builder),$(BIN)/ansible-builder,ansible-builder)
+ANSIBLE_BUILDER ?= $(BIN)/ansible-builder
 EE_TAG ?= gpucluster-tiers-ee:$(COLLECTION_VERSION)
 
 .PHONY: runner collection ee-context ee docs ci-pipeline
