@@ -212,6 +212,24 @@ def test_make_runner_and_pipeline_parse() -> None:
     assert bash.returncode == 0, bash.stderr
 
 
+def test_make_check_runs_the_quick_checks_without_root_or_containers() -> None:
+    run = subprocess.run(
+        ["make", "-n", "-o", "setup", "-o", ".venv/.stamp", "check"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    steps = ("ruff check .", "ansible-lint --profile production", "tools/sanity/run.py", "pytest tests/integration")
+    for step in steps:
+        assert step in out, step
+    assert re.search(r"\.venv/bin/pytest\s*$", out, re.M)  # the unit suite (pyproject's testpaths)
+    for heavy in ("host_deps.sh", "molecule", "lab-images", "podman"):  # root, containers
+        assert heavy not in out, heavy
+    readme = (ROOT / "README.md").read_text().split("## ")[0]  # the start block
+    assert "make plan" in readme and "make test" in readme and "make check" in readme
+    assert "min" in readme and "~20 s" in readme  # says what each costs
+
+
 # --- sliced runs (tools/ci/run_slices.py): slicing, command lines, plan hash, summaries ---------
 
 DATA = ROOT / "tests" / "data" / "runner"
