@@ -114,6 +114,19 @@ def test_artifacts_and_layout(tier1_run: tuple[dict, Path, Path]) -> None:
     assert summary["stats"]["changed"]["localhost"] > 0
 
 
+def test_the_plan_ends_saying_where_it_is_what_to_open_and_how_many_warnings(
+    tier1_run: tuple[dict, Path, Path],
+) -> None:
+    _, pdd, plan_root = tier1_run
+    stdout = (pdd / "artifacts" / "plan-test" / "stdout").read_text()
+    before_recap = stdout.split("PLAY RECAP")[0].strip().splitlines()
+    last = next(line for line in reversed(before_recap) if '"msg":' in line)
+    assert before_recap[-1].strip() == "}" and before_recap.index(last) == len(before_recap) - 2  # the last output
+    warnings = json.loads((plan_root / "tier1" / "plan.json").read_text())["report_summary"]["warnings"]
+    count = f"{len(warnings)} warning{'' if len(warnings) == 1 else 's'}"
+    assert f"written to {plan_root / 'tier1'}/: open report.md" in last and count in last, last
+
+
 def test_the_python_api_run_keeps_the_caller_secret_out(tier1_run: tuple[dict, Path, Path]) -> None:
     _, pdd, plan_root = tier1_run
     assert SECRET_NAME not in os.environ  # filtered_environ() put the environment back
