@@ -194,4 +194,4 @@ def compress(names: Iterable[str]) -> str:
         body = ",".join(r.text() for r in runs)
         text = f"{prefix}{body}" if len(runs) == 1 and runs[0].lo == runs[0].hi else f"{prefix}[{body}]"
         tokens.append(((_natural(prefix), prefix, 1), text))
-    return ",".join(text for _, text in sorted(tokens))
+    return ",".join(text for _key, text in sorted(tokens))

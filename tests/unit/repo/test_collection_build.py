@@ -87,6 +87,8 @@ def test_ansible_doc_finds_roles_and_filters_in_the_installed_copy(installed: di
     run = _run(installed, "ansible-doc", "-t", "role", "gpucluster.tiers.compute")
     assert run.returncode == 0, run.stderr
     assert "ENTRY POINT:" in run.stdout and where in run.stdout
+    run = _run(installed, "ansible-doc", "-t", "inventory", "gpucluster.tiers.tiers")  # -i tier3
+    assert run.returncode == 0 and where in run.stdout, run.stderr
     for name in ("nccl_conf", "cluster_plan", "fabric_dot", "power_svg", "markdown_html"):
         run = _run(installed, "ansible-doc", "-t", "filter", f"gpucluster.tiers.{name}")
         assert run.returncode == 0, (name, run.stderr)
