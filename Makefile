@@ -74,6 +74,11 @@ molecule: setup lab-images ## molecule scenarios (create, converge, idempotence,
 
 test: deps lint unit integration molecule ## the whole suite (CI runs this)
 
+# the checks a change needs before it is pushed: no root, no containers, a few minutes
+# (lint ~2 min with ansible-test sanity, ~5 min its first time; unit ~5 min; integration ~15 s)
+.PHONY: check
+check: lint unit integration ## the quick checks (no root, no lab, minutes): lint, unit, integration
+
 bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
 	$(BIN)/python tools/bench/bench_plan.py
 

@@ -11,10 +11,13 @@ PLAN_FILE ?=
 EXPECT_UNCHANGED ?=
 COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 COLLECTION_TARBALL := build/dist/gpucluster-tiers-$(COLLECTION_VERSION).tar.gz
-ANSIBLE_BUILDER ?= $(if $(wildcard $(BIN)/ansible-builder),$(BIN)/ansible-builder,ansible-builder)
+ANSIBLE_BUILDER ?= $(BIN)/ansible-builder
 EE_TAG ?= gpucluster-tiers-ee:$(COLLECTION_VERSION)
 
 .PHONY: runner collection ee-context ee docs ci-pipeline
+# ansible-runner writes its process's environment into artifacts/<ident>/command: it gets the
+# caller's environment filtered (tools/ci/runner_dir.py runner_env: PATH, HOME, LANG, LC_*,
+# ANSIBLE_* ...; RUNNER_ENV_KEEP="NAME ..." passes more), so no CI secret lands in build/runner.
 runner: setup ## playbooks/PLAYBOOK.yml (plan|site|validate) for TIER through ansible-runner; LAB=1 for the lab; SLICES=N: site as N parallel compute slices
 ifdef SLICES
 	$(BIN)/python tools/ci/run_slices.py --inventory $(INVENTORY) --dest $(RUNNER_DIR) --playbook $(PLAYBOOK) \
@@ -22,7 +25,8 @@ ifdef SLICES
 	  $(if $(EXPECT_UNCHANGED),--expect-unchanged) $(if $(RUNNER_ARGS),--runner-args '$(RUNNER_ARGS)')
 else
 	$(BIN)/python tools/ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
-	$(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
+	$(BIN)/python tools/ci/runner_dir.py exec -- \
+	  $(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
 	  rc=$$?; echo "artifacts: $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT) (status $$(cat $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT)/status 2>/dev/null), rc $$rc)"; exit $$rc
 endif
 

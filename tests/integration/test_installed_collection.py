@@ -5,7 +5,9 @@ with --no-deps into a temporary collections path, and used with a stock ansible.
 ANSIBLE_COLLECTIONS_PATH = that path + .collections/runtime (galaxy.yml's dependencies, which
 `make setup` installs; tools/setup/install_collections.py), never the repository itself:
 
-- the tarball holds the collection, not the repository's ansible.cfg, site.yml or inventories;
+- the tarball holds the collection, not the repository's ansible.cfg, site.yml or inventories, and
+  ships its LICENSE and its requirements (requirements.txt, bindep.txt, meta/execution-environment.yml),
+  which `ansible-builder introspect` on the installed copy lists;
 - every FQCN the roles, playbooks and plugins call belongs to ansible.builtin, this collection or
   a collection galaxy.yml declares, and ee-requirements.yml carries the same ranges;
 - every task and handler file of the installed roles parses with only the declared collections
@@ -87,8 +89,19 @@ def test_the_tarball_ships_the_collection_not_the_repository(installed: dict) ->
         names = tar.getnames()
     tops = {n.split("/")[0] for n in names}
     assert {"playbooks", "roles", "plugins", "meta", "README.md", "MANIFEST.json"} <= tops
+    assert {"LICENSE", "requirements.txt", "bindep.txt", "meta/execution-environment.yml"} <= set(names)
     assert not tops & set(REPO_ONLY), sorted(tops & set(REPO_ONLY))
     assert not [n for n in names if n.startswith(".")]
+
+
+def test_ansible_builder_introspect_finds_the_declared_requirements(installed: dict) -> None:
+    run = _run([str(BIN / "ansible-builder"), "introspect", str(installed["coll"])], env=installed["env"],
+               cwd=installed["base"])  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = yaml.safe_load(run.stdout.split("---", 1)[1])
+    python = {re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower() for line in found["python"]}
+    assert {"netaddr", "jsonschema", "markdown-it-py"} <= python, found
+    assert "graphviz" in {line.split()[0] for line in found["system"]}, found
 
 
 def _called_collections() -> dict[str, set[str]]:

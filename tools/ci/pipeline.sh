@@ -48,7 +48,10 @@ finish() {
   local rc=$?
   log "artifacts -> $ARTIFACTS"
   if [ -d "$RUNNER_DIR/artifacts" ]; then
-    tar -czf "$ARTIFACTS/runner-artifacts-$STAMP.tar.gz" -C "$RUNNER_DIR" artifacts inventory env
+    # the runs got a filtered environment (make runner); scrub the recorded ones again (older runs,
+    # other callers) and pack env/ as the template wrote it, never a passwords or ssh_key file
+    .venv/bin/python tools/ci/runner_dir.py scrub "$RUNNER_DIR" || true
+    tar -czf "$ARTIFACTS/runner-artifacts-$STAMP.tar.gz" -C "$RUNNER_DIR" artifacts inventory env/envvars env/settings
   fi
   if [ -d build/plan ]; then tar -czf "$ARTIFACTS/plan-$STAMP.tar.gz" -C build plan; fi
   if [ -d build/validate ]; then tar -czf "$ARTIFACTS/validate-$STAMP.tar.gz" -C build validate; fi

@@ -22,7 +22,7 @@ from typing import Any
 import ansible_runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from runner_dir import ROOT, prepare
+from runner_dir import ROOT, filtered_environ, prepare
 
 PLAN_TASK = "Compute the cluster plan"
 
@@ -63,15 +63,18 @@ def run_plan(
     path = None
     if (bindir / "ansible-playbook").exists():
         path = os.pathsep.join([str(bindir), os.environ.get("PATH", "")])
-    runner = ansible_runner.run(
-        private_data_dir=str(pdd),
-        playbook="playbooks/plan.yml",
-        extravars=extravars,
-        envvars={"PATH": path} if path else None,
-        ident=ident,
-        quiet=quiet,
-        event_handler=on_event,
-    )
+    # ansible_runner.run() copies os.environ into the run and its artifacts/<ident>/command:
+    # only the filtered environment (runner_dir.runner_env), no caller secret
+    with filtered_environ():
+        runner = ansible_runner.run(
+            private_data_dir=str(pdd),
+            playbook="playbooks/plan.yml",
+            extravars=extravars,
+            envvars={"PATH": path} if path else None,
+            ident=ident,
+            quiet=quiet,
+            event_handler=on_event,
+        )
     return {
         "status": runner.status,
         "rc": runner.rc,

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from runner_dir import ROOT, prepare, stats
+from runner_dir import ROOT, prepare, runner_env, stats
 
 sys.path.insert(0, str(ROOT / "collections"))  # the engine, in place (collections/ links to the repo)
 
@@ -233,9 +233,10 @@ def summarise(name: str, artifact_dir: Path, hosts: int | None = None) -> RunSum
 
 
 def _tools() -> tuple[str, str, dict[str, str]]:
-    """ansible-runner and ansible-inventory beside this Python (a venv's) first, and the env for them."""
+    """ansible-runner and ansible-inventory beside this Python (a venv's) first, and the env for them:
+    the caller's, filtered (runner_dir.runner_env), since each run's artifacts/<ident>/command records it."""
     bindir = Path(os.path.abspath(sys.executable)).parent  # not resolve(): a venv's python is a symlink
-    env = dict(os.environ)
+    env = runner_env()
     if (bindir / "ansible-runner").exists():
         env["PATH"] = os.pathsep.join([str(bindir), env.get("PATH", "")])
         return str(bindir / "ansible-runner"), str(bindir / "ansible-inventory"), env

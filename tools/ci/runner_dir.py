@@ -3,6 +3,17 @@
 
     python tools/ci/runner_dir.py prepare --inventory inventories/tier3 --dest build/runner/tier3 [--lab tier3]
     python tools/ci/runner_dir.py stats build/runner/tier3/artifacts/<ident> [--expect-unchanged]
+    python tools/ci/runner_dir.py exec -- ansible-runner run build/runner/tier3 -p playbooks/plan.yml ...
+    python tools/ci/runner_dir.py scrub build/runner/tier3
+
+``exec`` runs a command (ansible-runner) with :func:`runner_env`, the caller's environment
+filtered to what a run needs: ansible-runner writes the whole environment of its process into
+``artifacts/<ident>/command`` (and the playbook's localhost facts hold it as ``ansible_env``), so
+a CI secret in the caller's environment would otherwise land in the artifacts and in the archive
+tools/ci/pipeline.sh packs. ``scrub`` applies the same filter to the ``command`` files already
+written (runs from before, or through another caller). The names kept: ``RUNNER_ENV_NAMES``,
+``RUNNER_ENV_PREFIXES`` (less names that look like credentials) and those listed in
+``RUNNER_ENV_KEEP`` (space or comma separated), which are then written into the artifacts too.
 
 ``prepare`` copies env/ from the template (adding ANSIBLE_CONFIG), copies the inventory
 (and, with ``--lab``, the lab's overlay and connection files) and links project/ to this
@@ -15,8 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +40,68 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "tools" / "ci" / "runner"
+
+
+#: Environment variables a run gets from its caller (ansible-runner, ansible-playbook, ssh,
+#: podman for the lab, kubectl's config for the Kubernetes path); every other one stays out
+#: of the run and of its artifacts.
+RUNNER_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "TMPDIR", "LANG", "LANGUAGE",
+    "SSH_AUTH_SOCK",  # the agent's socket (a path), for ssh to real hosts
+    "XDG_RUNTIME_DIR",  # podman (the lab's connection)
+    "KUBECONFIG",  # a path: kubernetes.core reads the cluster's credentials from that file
+    "VIRTUAL_ENV", "PYTHONUNBUFFERED",
+})  # fmt: skip
+RUNNER_ENV_PREFIXES = ("ANSIBLE_", "LC_")
+#: names under those prefixes that still look like credentials (ANSIBLE_GALAXY_SERVER_X_TOKEN,
+#: ANSIBLE_NET_PASSWORD ...); paths to such files (``..._FILE``) are kept
+CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|(^|_)(API_)?KEY$")
+
+
+def runner_env(environ: Mapping[str, str] | None = None, keep: str | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) filtered to what a run needs; ``keep`` (default
+    ``$RUNNER_ENV_KEEP``) names more variables to pass, comma or space separated."""
+    environ = os.environ if environ is None else environ
+    extra = set(re.split(r"[\s,]+", (environ.get("RUNNER_ENV_KEEP", "") if keep is None else keep).strip())) - {""}
+
+    def wanted(name: str) -> bool:
+        if name in RUNNER_ENV_NAMES or name in extra:
+            return True
+        if not name.startswith(RUNNER_ENV_PREFIXES):
+            return False
+        return name.endswith("_FILE") or not CREDENTIAL_NAME.search(name)
+
+    return {k: v for k, v in environ.items() if wanted(k)}
+
+
+@contextmanager
+def filtered_environ() -> Iterator[dict[str, str]]:
+    """This process's environment filtered by :func:`runner_env` while the block runs (for
+    ansible_runner.run(), which copies os.environ into the run and its ``command`` artifact)."""
+    saved = dict(os.environ)
+    kept = runner_env(saved)
+    os.environ.clear()
+    os.environ.update(kept)
+    try:
+        yield kept
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def scrub(private_data_dir: str | Path) -> list[Path]:
+    """Filter the ``env`` of every ``artifacts/*/command`` file under ``private_data_dir`` by
+    :func:`runner_env` (without RUNNER_ENV_KEEP); return the files that changed."""
+    changed = []
+    for path in sorted(Path(private_data_dir).glob("artifacts/*/command")):
+        record = json.loads(path.read_text())
+        env = record.get("env") or {}
+        kept = runner_env(env, keep="")
+        if kept != env:
+            record["env"] = kept
+            path.write_text(json.dumps(record, ensure_ascii=False))
+            changed.append(path)
+    return changed
 
 
 def prepare(inventory: str | Path, dest: str | Path, *, lab: str | None = None, root: Path = ROOT) -> Path:
@@ -108,12 +185,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inventory", required=True, help="inventory folder, e.g. inventories/tier3")
     p.add_argument("--dest", required=True, help="the private data dir, e.g. build/runner/tier3")
     p.add_argument("--lab", metavar="TIER", help="add the lab overlay and .lab/TIER/inventory.yml")
+    e = sub.add_parser("exec", help="run a command (ansible-runner ...) with the filtered environment")
+    e.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    c = sub.add_parser("scrub", help="filter the environment recorded in artifacts/*/command")
+    c.add_argument("private_data_dir")
     s = sub.add_parser("stats", help="summarise a run's artifacts")
     s.add_argument("artifact_dir")
     s.add_argument("--expect-unchanged", action="store_true", help="fail when any host reports changed")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         print(prepare(args.inventory, args.dest, lab=args.lab))
+        return 0
+    if args.command == "exec":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not cmd:
+            parser.error("exec needs a command after --")
+        env = runner_env()
+        os.execvpe(cmd[0], cmd, env)  # PATH from the filtered environment (make puts .venv/bin first)
+    if args.command == "scrub":
+        for path in scrub(args.private_data_dir):
+            print(f"scrubbed {path}")
         return 0
     result = stats(args.artifact_dir)
     print(json.dumps(result, indent=2, sort_keys=True))

@@ -4,11 +4,15 @@ Built with ansible-galaxy into a temporary folder, installed into a clean collec
 path, and used from there with neither this repository's ansible.cfg nor its in-place
 collections/ link: ansible-doc finds the roles and filters, and playbooks run the
 filters and the plan play of the installed copy. Also: ee-requirements.yml,
-execution-environment.yml and meta/runtime.yml agree with galaxy.yml and ansible-core.
+collections/requirements.yml, execution-environment.yml and meta/runtime.yml agree with
+galaxy.yml and ansible-core; the collection ships its LICENSE and declares its Python and
+system requirements where ansible-builder (and so AWX) reads them.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -20,6 +24,7 @@ import ansible
 import pytest
 import yaml
 from conftest import ROOT
+from packaging.requirements import Requirement
 
 BIN = Path(sys.executable).parent
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
@@ -82,6 +87,8 @@ def test_ansible_doc_finds_roles_and_filters_in_the_installed_copy(installed: di
     run = _run(installed, "ansible-doc", "-t", "role", "gpucluster.tiers.compute")
     assert run.returncode == 0, run.stderr
     assert "ENTRY POINT:" in run.stdout and where in run.stdout
+    run = _run(installed, "ansible-doc", "-t", "inventory", "gpucluster.tiers.tiers")  # -i tier3
+    assert run.returncode == 0 and where in run.stdout, run.stderr
     for name in ("nccl_conf", "cluster_plan", "fabric_dot", "power_svg", "markdown_html"):
         run = _run(installed, "ansible-doc", "-t", "filter", f"gpucluster.tiers.{name}")
         assert run.returncode == 0, (name, run.stderr)
@@ -158,17 +165,86 @@ def test_requirements_and_execution_environment_agree_with_galaxy_yml() -> None:
     reqs = yaml.safe_load((ROOT / "ee-requirements.yml").read_text())["collections"]
     local = [r for r in reqs if r.get("type") == "file"]
     assert [r["name"] for r in local] == [f"build/dist/{TARBALL}"]  # what `make collection` writes
-    names = {r["name"] for r in reqs if "type" not in r}
-    assert set(GALAXY.get("dependencies") or {}) <= names
+    ranges = {r["name"]: r["version"] for r in reqs if "type" not in r}
+    assert ranges == GALAXY["dependencies"]
+    # AWX project sync installs collections/requirements.yml: the same collections and ranges
+    sync = yaml.safe_load((ROOT / "collections" / "requirements.yml").read_text())["collections"]
+    assert {r["name"]: r["version"] for r in sync} == GALAXY["dependencies"]
     ee = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
     assert ee["version"] == 3
     deps = ee["dependencies"]
-    assert deps["galaxy"] == "ee-requirements.yml" and deps["system"] == "bindep.txt"
-    assert (ROOT / deps["galaxy"]).is_file() and (ROOT / deps["system"]).is_file()
-    assert any(p.startswith("netaddr") for p in deps["python"])
+    assert deps["galaxy"] == "ee-requirements.yml" and (ROOT / deps["galaxy"]).is_file()
+    # the collection's own requirements come from its installed copy (meta/execution-environment.yml)
+    assert "python" not in deps and "system" not in deps
     assert deps["ansible_core"]["package_pip"] == "ansible-core>=2.19,<2.20"
     (build_file,) = ee["additional_build_files"]
     assert Path(f"build/dist/{TARBALL}").match(build_file["src"]) and build_file["dest"] == "build/dist"
+
+
+def _requirements() -> list[Requirement]:
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return [Requirement(line.split("#")[0]) for line in lines if line.split("#")[0].strip()]
+
+
+def _third_party_imports() -> dict[str, set[str]]:
+    """Top-level modules the plugins import that are neither the standard library nor ansible -> files."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in {"ansible", "ansible_collections", "__future__"}:
+                    found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_requirements_txt_declares_every_third_party_import_with_a_lower_bound() -> None:
+    reqs = _requirements()
+    declared = {r.name.lower() for r in reqs}
+    dists = importlib.metadata.packages_distributions()  # import name -> distributions installed here
+    core = {Requirement(r).name.lower() for r in importlib.metadata.requires("ansible-core") or []}
+    imports = _third_party_imports()
+    assert {"netaddr", "jsonschema", "markdown_it", "yaml"} <= set(imports)  # the scan sees the known imports
+    for module, files in imports.items():
+        names = {d.lower() for d in dists.get(module, [])}
+        assert names, f"{module} (imported by {sorted(files)}) is not installed in the toolchain"
+        assert names & (declared | core), (
+            f"{module} (imported by {sorted(files)}): add its package {sorted(names)} to requirements.txt"
+        )
+    for req in reqs:  # lower bounds only, met by the toolchain the tests run with
+        assert req.specifier and all(s.operator == ">=" for s in req.specifier), str(req)
+        assert importlib.metadata.version(req.name) in req.specifier, str(req)
+    unused = declared - {d.lower() for m in imports for d in dists.get(m, [])}
+    assert not unused, f"in requirements.txt but imported by no plugin: {sorted(unused)}"
+
+
+def test_the_collection_ships_its_license_and_requirements(installed: dict) -> None:
+    with tarfile.open(installed["tarball"]) as tar:
+        names = set(tar.getnames())
+    assert {"LICENSE", "requirements.txt", "bindep.txt", "meta/execution-environment.yml"} <= names
+    assert GALAXY["license"] == ["Apache-2.0"]
+    text = (installed["path"] / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+    meta = yaml.safe_load((installed["path"] / "meta" / "execution-environment.yml").read_text())
+    assert meta == {"version": 1, "dependencies": {"python": "requirements.txt", "system": "bindep.txt"}}
+
+
+def test_ansible_builder_introspect_lists_the_requirements_of_the_installed_collection(installed: dict) -> None:
+    """What an execution environment (ansible-builder, AWX) installs for the collection."""
+    run = _run(installed, "ansible-builder", "introspect", str(installed["path"].parents[2]))
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = yaml.safe_load(run.stdout.split("---", 1)[1])
+    python = [line.split("#")[0].strip() for line in found["python"]]
+    assert python == [str(r) for r in _requirements()]
+    assert all(line.endswith("# from collection gpucluster.tiers") for line in found["python"] + found["system"])
+    system = {line.split()[0] for line in found["system"]}
+    assert {"graphviz", "openssh-client", "openssh-clients"} <= system
 
 
 def test_requires_ansible_matches_the_toolchain() -> None:

@@ -1,6 +1,7 @@
 """CI through ansible-runner: the private data dir, the Python API example, the make
 target's syntax and sliced runs (tools/ci/run_slices.py: slices, command lines, plan hash,
-summaries from recorded job events). The plan only (tier1, no host is contacted), so it
+summaries from recorded job events), and no caller secret in the artifacts (the filtered
+environment of tools/ci/runner_dir.py). The plan only (tier1, no host is contacted), so it
 stays fast."""
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ import copy
 import hashlib
 import importlib.util
 import json
+import os
 import random
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import ModuleType
 
@@ -32,11 +35,32 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+SECRET_NAME = "GPUCLUSTER_CI_DEPLOY_TOKEN"
+SECRET = f"s3cret-{uuid.uuid4().hex}"
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    """Files under ``root`` (not following the project/ link) whose bytes contain ``needle``."""
+    hits = []
+    for dirpath, _dirs, files in os.walk(root):  # os.walk does not follow symlinked folders
+        for name in files:
+            path = Path(dirpath) / name
+            if not path.is_symlink() and needle.encode() in path.read_bytes():
+                hits.append(str(path.relative_to(root)))
+    return hits
+
+
 @pytest.fixture(scope="module")
 def tier1_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
     base = tmp_path_factory.mktemp("runner")
     run_plan = _load("run_plan")
-    result = run_plan.run_plan(ROOT / "inventories" / "tier1", base / "pdd", plan_root=base / "plan", ident="plan-test")
+    os.environ[SECRET_NAME] = SECRET  # a CI secret in the caller's environment: it must stay out of the artifacts
+    try:
+        result = run_plan.run_plan(
+            ROOT / "inventories" / "tier1", base / "pdd", plan_root=base / "plan", ident="plan-test"
+        )
+    finally:
+        del os.environ[SECRET_NAME]
     return result, base / "pdd", base / "plan"
 
 
@@ -90,6 +114,77 @@ def test_artifacts_and_layout(tier1_run: tuple[dict, Path, Path]) -> None:
     assert summary["stats"]["changed"]["localhost"] > 0
 
 
+def test_the_plan_ends_saying_where_it_is_what_to_open_and_how_many_warnings(
+    tier1_run: tuple[dict, Path, Path],
+) -> None:
+    _, pdd, plan_root = tier1_run
+    stdout = (pdd / "artifacts" / "plan-test" / "stdout").read_text()
+    before_recap = stdout.split("PLAY RECAP")[0].strip().splitlines()
+    last = next(line for line in reversed(before_recap) if '"msg":' in line)
+    assert before_recap[-1].strip() == "}" and before_recap.index(last) == len(before_recap) - 2  # the last output
+    warnings = json.loads((plan_root / "tier1" / "plan.json").read_text())["report_summary"]["warnings"]
+    count = f"{len(warnings)} warning{'' if len(warnings) == 1 else 's'}"
+    assert f"written to {plan_root / 'tier1'}/: open report.md" in last and count in last, last
+
+
+def test_the_python_api_run_keeps_the_caller_secret_out(tier1_run: tuple[dict, Path, Path]) -> None:
+    _, pdd, plan_root = tier1_run
+    assert SECRET_NAME not in os.environ  # filtered_environ() put the environment back
+    command = json.loads((pdd / "artifacts" / "plan-test" / "command").read_text())
+    assert "PATH" in command["env"] and SECRET_NAME not in command["env"]
+    assert _files_holding(pdd, SECRET) == [] and _files_holding(plan_root, SECRET) == []
+
+
+def test_runner_env_keeps_what_a_run_needs_and_drops_the_rest() -> None:
+    runner_dir = _load("runner_dir")
+    caller = {
+        "PATH": "/usr/bin", "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "SSH_AUTH_SOCK": "/tmp/agent",
+        "ANSIBLE_CONFIG": "/repo/ansible.cfg", "ANSIBLE_VAULT_PASSWORD_FILE": "/run/vault-pass",
+        "ANSIBLE_GALAXY_SERVER_RH_TOKEN": "t", "ANSIBLE_NET_PASSWORD": "p", "ANSIBLE_PRIVATE_KEY": "k",
+        "AWS_SECRET_ACCESS_KEY": "a", "CI_JOB_TOKEN": "c", "GITHUB_TOKEN": "g", "DEPLOY": "d", "PWD": "/repo",
+    }  # fmt: skip
+    kept = runner_dir.runner_env(caller, keep="")
+    assert set(kept) == {
+        "PATH", "HOME", "LANG", "LC_ALL", "SSH_AUTH_SOCK", "ANSIBLE_CONFIG", "ANSIBLE_VAULT_PASSWORD_FILE",
+    }  # fmt: skip
+    assert runner_dir.runner_env(caller, keep="DEPLOY, CI_JOB_TOKEN").keys() == kept.keys() | {"DEPLOY", "CI_JOB_TOKEN"}
+    assert "DEPLOY" in runner_dir.runner_env({**caller, "RUNNER_ENV_KEEP": "DEPLOY"})
+
+
+def test_scrub_filters_recorded_environments(tmp_path: Path) -> None:
+    runner_dir = _load("runner_dir")
+    art = tmp_path / "artifacts" / "old-run"
+    art.mkdir(parents=True)
+    record = {"command": ["ansible-playbook", "x.yml"], "cwd": "/p", "env": {"PATH": "/bin", SECRET_NAME: SECRET}}
+    (art / "command").write_text(json.dumps(record))
+    assert runner_dir.scrub(tmp_path) == [art / "command"]
+    assert json.loads((art / "command").read_text()) == {**record, "env": {"PATH": "/bin"}}
+    assert runner_dir.scrub(tmp_path) == []  # nothing left to scrub
+
+
+def test_make_runner_writes_no_caller_secret_under_build_runner(tmp_path: Path) -> None:
+    """The acceptance check: a secret in the environment of `make runner` is nowhere in its private data dir."""
+    pdd, plan_root = tmp_path / "runner", tmp_path / "plan"
+    env = {**os.environ, SECRET_NAME: SECRET, "ANSIBLE_GALAXY_SERVER_X_TOKEN": SECRET}
+    run = subprocess.run(
+        [
+            "make", "-o", "setup", "-o", ".venv/.stamp", "runner", "TIER=tier1", "PLAYBOOK=plan",
+            f"RUNNER_DIR={pdd}", "RUNNER_IDENT=plan-secret",
+            f"RUNNER_ARGS=--cmdline '-e gpucluster_plan_root={plan_root}'",
+        ],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    art = pdd / "artifacts" / "plan-secret"
+    assert (art / "status").read_text().strip() == "successful"
+    assert (plan_root / "tier1" / "plan.json").is_file()
+    command = json.loads((art / "command").read_text())
+    assert "ANSIBLE_CONFIG" in command["env"] and "PATH" in command["env"]  # the environment is recorded...
+    assert SECRET_NAME not in command["env"] and "ANSIBLE_GALAXY_SERVER_X_TOKEN" not in command["env"]  # ...filtered
+    assert _files_holding(pdd, SECRET) == []
+    assert _files_holding(plan_root, SECRET) == []
+
+
 def test_prepare_keeps_artifacts_and_adds_the_lab_sources(tmp_path: Path) -> None:
     runner_dir = _load("runner_dir")
     fake_root = tmp_path / "repo"
@@ -124,9 +219,28 @@ def test_make_runner_and_pipeline_parse() -> None:
     prepare = "tools/ci/runner_dir.py prepare --inventory inventories/tier2 --dest build/runner/tier2 --lab tier2"
     assert prepare in run.stdout
     assert "ansible-runner run build/runner/tier2 -p playbooks/site.yml --ident site-" in run.stdout
+    assert "tools/ci/runner_dir.py exec -- " in run.stdout  # ansible-runner gets the filtered environment
     pipeline = ["bash", "-n", "tools/ci/pipeline.sh"]
     bash = subprocess.run(pipeline, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bash.returncode == 0, bash.stderr
+
+
+def test_make_check_runs_the_quick_checks_without_root_or_containers() -> None:
+    run = subprocess.run(
+        ["make", "-n", "-o", "setup", "-o", ".venv/.stamp", "check"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    steps = ("ruff check .", "ansible-lint --profile production", "tools/sanity/run.py", "pytest tests/integration")
+    for step in steps:
+        assert step in out, step
+    assert re.search(r"\.venv/bin/pytest\s*$", out, re.M)  # the unit suite (pyproject's testpaths)
+    for heavy in ("host_deps.sh", "molecule", "lab-images", "podman"):  # root, containers
+        assert heavy not in out, heavy
+    readme = (ROOT / "README.md").read_text().split("## ")[0]  # the start block
+    assert "make plan" in readme and "make test" in readme and "make check" in readme
+    assert "min" in readme and "~20 s" in readme  # says what each costs
 
 
 # --- sliced runs (tools/ci/run_slices.py): slicing, command lines, plan hash, summaries ---------

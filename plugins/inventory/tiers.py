@@ -1,0 +1,103 @@
+# Copyright: gpucluster.tiers developers
+# Apache License 2.0 (see LICENSE)
+"""Inventory plugin: the reference tiers by name (``ansible-playbook site.yml -i tier3``)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: tiers
+short_description: The collection's reference inventories by name (C(-i tier3))
+version_added: 0.1.0
+description:
+  - Reads one of the reference inventories (C(inventories/tier1) ... C(inventories/tier4),
+    C(inventories/tier4-k8s)) when an inventory source is just its name, so that
+    C(ansible-playbook site.yml -i tier3) plans and configures tier3.
+  - It takes only sources that name no existing file or folder and look like a tier
+    (C(tier) and a digit). The name is looked up in C(inventories/) under the current directory,
+    then beside the collection itself (the repository, which the collection is in place).
+  - A name that is no known tier fails with a message that names the source given and the known
+    tiers (with C(unparsed_is_failed), as this project's C(ansible.cfg) sets, the run stops there).
+  - Reads the folder as Ansible reads an inventory folder given by path - C(hosts.yml), then
+    C(group_vars/<group>.yml) or C(group_vars/<group>/*.yml) and C(host_vars) alike.
+  - Enable it in C(ansible.cfg), after the built-in plugins - C([inventory] enable_plugins).
+author:
+  - gpucluster.tiers developers (!UNKNOWN)
+options: {}
+"""
+
+EXAMPLES = r"""
+# ansible.cfg
+#   [inventory]
+#   enable_plugins = host_list, script, auto, yaml, ini, toml, gpucluster.tiers.tiers
+#
+# then, from the repository root:
+#   ansible-playbook site.yml -i tier3
+#   ansible-playbook playbooks/plan.yml -i tier4-k8s
+"""
+
+import os  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+import re  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+from pathlib import Path  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+
+from ansible.errors import AnsibleParserError  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+from ansible.plugins.inventory import BaseInventoryPlugin  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+from ansible.plugins.loader import inventory_loader  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+
+#: what a tier's name looks like (tier1, tier4-k8s); other missing paths are left to Ansible
+TIER_NAME = re.compile(r"tier\d[A-Za-z0-9_-]*")
+#: the collection's root: plugins/inventory/tiers.py -> ../../
+COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+VAR_SUFFIXES = (".yml", ".yaml", ".json")
+
+
+def known_tiers(*roots: Path) -> dict[str, Path]:
+    """Tier name -> its inventory folder (a folder of inventories/ that holds hosts.yml), first root first."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        folder = root / "inventories"
+        if folder.is_dir():
+            for child in sorted(folder.iterdir()):
+                if (child / "hosts.yml").is_file():
+                    found.setdefault(child.name, child)
+    return found
+
+
+def _var_files(base: Path, name: str) -> list[Path]:
+    """group_vars/<name>.yml or group_vars/<name>/*.yml (sorted), as host_group_vars reads them."""
+    files = [base / f"{name}{suffix}" for suffix in ("", *VAR_SUFFIXES) if (base / f"{name}{suffix}").is_file()]
+    folder = base / name
+    if folder.is_dir():
+        files += sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in VAR_SUFFIXES)
+    return files
+
+
+class InventoryModule(BaseInventoryPlugin):
+    """Reads inventories/<tier> for a source that is a tier's name."""
+
+    NAME = "gpucluster.tiers.tiers"
+
+    def verify_file(self, path: str) -> bool:
+        name = os.path.basename(os.path.normpath(path))
+        return not os.path.exists(path) and bool(TIER_NAME.fullmatch(name))
+
+    def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
+        super().parse(inventory, loader, path, cache=cache)
+        name = os.path.basename(os.path.normpath(path))
+        tiers = known_tiers(Path.cwd(), COLLECTION_ROOT)
+        folder = tiers.get(name)
+        if folder is None:
+            raise AnsibleParserError(
+                f"inventory source {path!r} is neither a file, a folder nor a reference tier; "
+                f"known tiers: {', '.join(sorted(tiers)) or 'none (no inventories/ folder found)'}"
+            )
+        yaml_plugin = inventory_loader.get("ansible.builtin.yaml")
+        yaml_plugin.parse(inventory, loader, str(folder / "hosts.yml"), cache=False)
+        for kind, names in (("group_vars", list(inventory.groups)), ("host_vars", list(inventory.hosts))):
+            for entity in names:
+                for var_file in _var_files(folder / kind, entity):
+                    data = loader.load_from_file(str(var_file), unsafe=True, trusted_as_template=True) or {}
+                    if not isinstance(data, dict):
+                        kind_of = type(data).__name__
+                        raise AnsibleParserError(f"{var_file}: expected a mapping of variables, got {kind_of}")
+                    for key, value in data.items():
+                        inventory.set_variable(entity, key, value)
