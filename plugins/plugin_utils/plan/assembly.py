@@ -152,12 +152,23 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     if st["type"] == "lustre":
         out["lustre"] = _lustre(site, addresses)
     elif st["type"] == "nfs":
+        nfs_cfg = dict(st.get("nfs") or {})
+        # the clients' links on the NFS network (storage NICs, else management): what they can take at once
+        client_nics = site.node.nics_for("storage" if "storage" in addresses["pools"] else "management")
+        rates = [n.rate_gbps for n in client_nics]
         out["nfs"] = nfs.nfs_plan(
-            nfs=dict(st.get("nfs") or {}),
+            nfs=nfs_cfg,
             servers=site.hosts_in("nfs_server"),
             lab=site.lab,
             addresses=addresses,
             paths=out["paths"],
+            links=nfs.nfs_links(
+                nfs_cfg,
+                fabric_type=site.fabric["type"],
+                lab=bool(site.lab.get("enabled", False)),
+                clients=nodes,
+                client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
+            ),
         )
     elif st["type"] == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
         out["nvmeof"] = nvmeof.nvmeof_plan(
@@ -443,6 +454,7 @@ def cluster_plan(
         rails=fab["rails"] if fab["type"] != "none" else 0,
     )
     wl = site.workload
+    storage_plan = _storage(site, tier, nodes, addresses)
     plan: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "cluster": {
@@ -473,7 +485,7 @@ def cluster_plan(
         "gpu": gpu,
         "power": pw,
         "cooling": _cooling(site, pw),
-        "storage": _storage(site, tier, nodes, addresses),
+        "storage": storage_plan,
         "fabric": fab,
         "nccl": _nccl(site, fab),
         "parallelism": parallelism.parallelism(
@@ -494,6 +506,8 @@ def cluster_plan(
             nodes=nodes,
             intra_node=gpu["interconnect"],
             intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
+            gpus_per_node=site.node.gpus_per_node,
+            storage_ceilings=((storage_plan.get("nfs") or {}).get("links") or {}).get("ceilings"),
         ),
     }
     # inside a node NCCL needs no file: what it uses there, and what the plan leaves to it (nccl.py)

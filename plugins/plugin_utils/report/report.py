@@ -349,20 +349,31 @@ def _parallelism_section(plan: dict[str, Any]) -> dict[str, Any]:
 
 def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
     val = plan["validation"]
+    how, ceilings = val.get("how") or {}, val.get("ceilings") or {}
+
+    def reached(key: str, default: str) -> str:
+        text = how.get(key, default)
+        ceiling = ceilings.get(key)
+        return text if not ceiling or key in how else f"{text}; within {ceiling['gbs']:g}: {ceiling['link']}"
+
     return _section(
         "Acceptance floors",
         [
-            ["all_reduce busbw in a node (GB/s)", val["allreduce_intra_node_busbw_gbs"], "large messages"],
+            [
+                "all_reduce busbw in a node (GB/s)",
+                val["allreduce_intra_node_busbw_gbs"],
+                reached("allreduce_intra_node_busbw_gbs", "large messages"),
+            ],
             [
                 "all_reduce busbw across nodes (GB/s)",
                 val["allreduce_inter_node_busbw_gbs"],
-                "85 % of NIC line rate",
+                reached("allreduce_inter_node_busbw_gbs", "85 % of NIC line rate"),
             ],
-            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], "ib_write_bw"],
+            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], reached("nic_write_bw_gbps", "ib_write_bw")],
             [
                 "storage (GB/s)",
                 _pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
-                "tier floor",
+                "; ".join(reached(f"storage_{rw}_gbps", f"{rw}: tier floor") for rw in ("read", "write")),
             ],
         ]
         + [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()],
@@ -415,6 +426,24 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
         rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
         sections.append(_section("Lustre", rows))
+    if (st.get("nfs") or {}).get("links"):  # storage/nfs.py: the links the storage floors are checked against
+        links = st["nfs"]["links"]
+        nics = links["server_nics"]
+        rows = [
+            [
+                "server storage NICs",
+                f"{nics['count']} x {nics['rate_gbps']:g} Gb/s = {links['server_gbs']:g} GB/s",
+                "gpucluster_storage.nfs.server_nics"
+                + (" (default: set the server's real ports)" if nics["default"] else ""),
+            ],
+            [
+                "protocol",
+                f"{links['proto']} (port {links['port']})",
+                links["rdma_note"] or "gpucluster_storage.nfs.proto",
+            ],
+            ["storage ceiling (GB/s)", links["ceilings"]["read_gbps"]["gbs"], links["ceilings"]["read_gbps"]["link"]],
+        ]
+        sections.append(_section("NFS links", rows))
     if "nvmeof" in st:  # storage/nvmeof.py: per-node remote namespaces
         nv = st["nvmeof"]
         rows = [[f"target {t}", f"{len(x['devices'])} devices at {x['address']}:{nv['trsvcid']}", f"{nv['transport']}"]
