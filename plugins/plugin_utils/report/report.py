@@ -398,6 +398,27 @@ def _mig_section(plan: dict[str, Any]) -> dict[str, Any] | None:
         for name, c in mig["configs"].items()
     ]
     rows.append(["mig-parted config", mig["config_file"], "gpucluster-mig.service applies the node's config at boot"])
+    acct = (plan.get("slurm") or {}).get("accounting") or {}
+    billing = acct.get("billing") or {}
+    if billing.get("unit") == "mig_slice":  # Slurm bills MIG slices (compute/mig.py billing_weights)
+        weights = ", ".join(f"{k} {v:g}" for k, v in billing["weights"].items())
+        rows.append(
+            [
+                "Slurm billing (MIG slices)",
+                acct["billing_weights"],
+                f"slices per device: {weights}; untyped GRES/gpu bills {billing['untyped']:g} (the smallest), "
+                "GRES/gpu:<type> the rest, so a job that names its type bills its slices",
+            ]
+        )
+        limits = [f"{q['name']} {q['grp_gpus']}" for q in acct.get("qos", []) if q.get("grp_gpus")]
+        rows.append(
+            [
+                "Slurm GPU limits unit",
+                f"billing, {billing['per_gpu']} slices per GPU",
+                "QOS and account limits (GrpTRES, MaxTRESPerUser) are billing limits in slices"
+                + (f": {', '.join(limits)}" if limits else ""),
+            ]
+        )
     intro = (
         f"{mig['mig_gpus']} GPUs in MIG mode ({mig['model']}: {mig['compute_slices']} compute and "
         f"{mig['memory_slices']} memory slices per GPU; profiles and starts from NVIDIA's MIG user guide). "
