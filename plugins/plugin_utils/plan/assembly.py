@@ -538,7 +538,9 @@ def cluster_plan(
     plan["report_summary"] = report.report_summary(plan)
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
-        plan["kubernetes"] = k8s_manifests.kubernetes_plan(plan, cooling=site.facility.get("cooling", "air"))
+        plan["kubernetes"] = k8s_manifests.kubernetes_plan(
+            plan, cooling=site.facility.get("cooling", "air"), memory_mib=int(site.node.memory_gib * 1024)
+        )
     return plan
 
 

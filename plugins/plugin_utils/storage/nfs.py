@@ -38,7 +38,7 @@ SQUASH = ("root_squash", "no_root_squash", "all_squash")
 GANESHA_SQUASH = {"root_squash": "Root_Squash", "no_root_squash": "No_Root_Squash", "all_squash": "All_Squash"}
 CLIENT_OPTIONS = "rw,hard,proto=tcp,vers=4.2,nconnect=8"
 PROTOS = ("tcp", "rdma")
-#: NFS over RDMA: the IANA port of nfsrdma (nfs(5): "port=20049" with proto=rdma)
+#: NFS over RDMA: the IANA port of nfsrdma (nfs(5): "port=20049" with proto=rdma; docs/sources.md [NF1])
 RDMA_PORT = 20049
 RDMA_CLIENT_OPTIONS = f"rw,hard,proto=rdma,port={RDMA_PORT},vers=4.2"
 #: Fabrics that carry RDMA (NFS over RDMA needs an RDMA NIC on both ends)
