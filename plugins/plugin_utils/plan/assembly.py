@@ -206,6 +206,10 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     kind = st.get(st["type"]) if isinstance(st.get(st["type"]), dict) else {}
     mounts = [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
     mounts.append(kind.get("mount_point"))
+    # the node: its GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the
+    # first compute NIC that carries LNet/NFS traffic), for the stalls and the pinned buffers
+    link_nics = site.node.nics_for("storage") or site.node.compute_nics[:1]
+    link_rates = [n.rate_gbps for n in link_nics]
     out["checkpoint_drain"] = checkpoint.checkpoint_drain(
         wl.get("checkpoint_async"),
         storage_type=st["type"],
@@ -215,6 +219,11 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
         remote_path=out["paths"].get("checkpoints"),
         shared_roots=tuple(m for m in mounts if isinstance(m, str)),
         lab=bool(site.lab.get("enabled", False)),
+        gpus_per_node=site.node.gpus_per_node,
+        host_link_gbps=interconnect.PCIE_X16_GBS[site.node.pcie_gen],
+        host_link=f"PCIe Gen{site.node.pcie_gen} x16, docs/sources.md [S18]",
+        node_ram_bytes=site.node.memory_gib * 2**30,
+        client_link_gbps=sum(r for r in link_rates if r) / 8 if link_rates and all(link_rates) else None,
     )
     if not wl.get("allow_storage_below_need", False):  # the override lets a drain that does not fit through too
         out["check"] += out["checkpoint_drain"]["check"]
