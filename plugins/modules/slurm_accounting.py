@@ -15,7 +15,9 @@ description:
     argument list (never through a shell). A second run with the same input changes nothing.
   - QOS settings managed - Priority, Preempt, PreemptMode, the C(gres/gpu) part of GrpTRES and of
     MaxTRESPerUser (other TRES in those limits are kept). A GPU limit of null clears the limit
-    (C(gres/gpu=-1), sacctmgr(1)).
+    (C(gres/gpu=-1), sacctmgr(1)). An entry's C(gpu_tres) (default C(gres/gpu)) names the TRES the
+    GPU limits are in; C(billing) on a MIG site, whose limits count MIG slices, and then a
+    C(gres/gpu) limit left from before is cleared.
   - Account settings managed (the account's own association on O(cluster)) - Fairshare (RawShares),
     the QOS list, the default QOS and the C(gres/gpu) part of GrpTRES. Each listed user gets an
     association under the account.
@@ -29,14 +31,14 @@ options:
     type: str
     required: true
   qos:
-    description: The QOS, each with name, priority, preempt (list), preempt_mode, grp_gpus, max_gpus_per_user.
+    description: The QOS, each with name, priority, preempt (list), preempt_mode, grp_gpus, max_gpus_per_user, gpu_tres.
     type: list
     elements: dict
     default: []
   accounts:
     description:
       - The accounts, each with name, fairshare, users, qos (list), default_qos, grp_gpus,
-        description, organization.
+        description, organization, gpu_tres.
     type: list
     elements: dict
     default: []
@@ -100,8 +102,20 @@ def _gpu_limit(value: int | None) -> str:
     return "-1" if value is None else str(int(value))
 
 
-def _gpu_now(tres: str) -> str:
-    return parse_tres(tres).get(GPU, "-1")
+def _gpu_now(tres: str, name: str = GPU) -> str:
+    return parse_tres(tres).get(name, "-1")
+
+
+def _limit_sets(key: str, entry: dict[str, Any], field: str, now: str) -> list[str]:
+    """``key=<tres>=<n>`` when the limit differs; on another TRES than gres/gpu (billing), a gres/gpu
+    limit left from before is cleared in the same setting (``key=billing=<n>,gres/gpu=-1``)."""
+    tres = (entry.get("gpu_tres") or GPU).lower()
+    parts = []
+    if _gpu_limit(entry.get(field)) != _gpu_now(now, tres):
+        parts.append(f"{tres}={_gpu_limit(entry.get(field))}")
+    if tres != GPU and _gpu_now(now) != "-1":
+        parts.append(f"{GPU}=-1")
+    return ["{}={}".format(key, ",".join(parts))] if parts else []
 
 
 def parse_rows(text: str, fields: list[str]) -> list[dict[str, str]]:
@@ -141,10 +155,8 @@ def qos_commands(want: list[dict[str, Any]], have: dict[str, dict[str, str]]) ->
         want_mode = _mode(q.get("preempt_mode") or "cluster")
         if want_mode != _mode(now.get("preemptmode", "")):
             sets.append("preemptmode=" + want_mode)
-        if _gpu_limit(q.get("grp_gpus")) != _gpu_now(now.get("grptres", "")):
-            sets.append("grptres={}={}".format(GPU, _gpu_limit(q.get("grp_gpus"))))
-        if _gpu_limit(q.get("max_gpus_per_user")) != _gpu_now(now.get("maxtrespu", "")):
-            sets.append("maxtresperuser={}={}".format(GPU, _gpu_limit(q.get("max_gpus_per_user"))))
+        sets += _limit_sets("grptres", q, "grp_gpus", now.get("grptres", ""))
+        sets += _limit_sets("maxtresperuser", q, "max_gpus_per_user", now.get("maxtrespu", ""))
         if sets:
             cmds.append(["modify", "qos", "where", "name=" + name, "set", *sets])
     return cmds
@@ -176,8 +188,7 @@ def account_commands(cluster: str, want: list[dict[str, Any]], assocs: list[dict
         want_qos = sorted(q.lower() for q in a.get("qos") or [])
         if want_qos and want_qos != _names(now.get("qos", "")):
             sets.append("qos=" + ",".join(want_qos))
-        if _gpu_limit(a.get("grp_gpus")) != _gpu_now(now.get("grptres", "")):
-            sets.append("grptres={}={}".format(GPU, _gpu_limit(a.get("grp_gpus"))))
+        sets += _limit_sets("grptres", a, "grp_gpus", now.get("grptres", ""))
         where = ["where", "name=" + name, "cluster=" + cluster, "set"]
         if sets:
             cmds.append(["modify", "account", *where, *sets])

@@ -28,9 +28,12 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 KINDS = ("nvswitch", "nvlink_bridge", "pcie")
 #: GPUs one NVLink bridge joins (dossier 1.1 [S12]: H100 PCIe NVLink bridge "2-way")
 BRIDGE_GPUS = 2
-#: PCIe x16, GB/s per direction (docs/sources.md [S18], PCIe table). Gen3 is the same arithmetic:
-#: 8 GT/s x 16 lanes x 128/130 / 8 bits = 15.75 GB/s (Gen5: 32 x 16 x 128/130 / 8 = 63).
-PCIE_X16_GBS = {3: 15.75, 4: 31.0, 5: 63.0, 6: 121.0}
+#: PCIe x16, GB/s per direction (docs/sources.md [S18], PCIe table). Gen3-5 are the same arithmetic:
+#: GT/s x 16 lanes x 128/130 (encoding) / 8 bits: Gen3 8 GT/s = 15.75, Gen4 16 GT/s = 31.5, Gen5 32 GT/s = 63
+#: (unit test checks each against the formula). Gen6 (64 GT/s PAM4, FLIT encoding) is the [S18] table's 121.
+PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+#: PCIe lane rate, GT/s, per generation (PCI-SIG; docs/sources.md [S18])
+PCIE_GTS = {3: 8, 4: 16, 5: 32, 6: 64}
 
 
 @dataclass(frozen=True)

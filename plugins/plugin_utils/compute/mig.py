@@ -22,6 +22,13 @@ The plan (``plan["gpu"]["mig"]``, None without a policy) gives:
 - Slurm: ``AutoDetect=nvml`` in gres.conf for the MIG nodes and ``Gres=gpu:<profile>:<n>`` in their
   node lines, the profile name being a substring of the "MIG Profile" slurmd reports (docs/sources.md
   [G7]); Slurm does not partition GPUs itself, so the layout is applied before slurmd starts;
+- Slurm accounting in MIG-slice units (``billing_weights``): Slurm counts every MIG device as one
+  ``gres/gpu``, so by default a 1g.10gb slice would cost the fair share of a whole H100. A job is billed
+  its compute slices instead (1g = 1, 3g = 3, a whole GPU = the model's 7; or a site-set weight per
+  profile, ``gpucluster_slurm.mig_billing_weights``, in GPUs): TRESBillingWeights gives the untyped
+  ``GRES/gpu`` the smallest weight and each ``GRES/gpu:<type>`` the rest, since a job that names its
+  type is counted in both TRES (docs/sources.md [SL21]); the QOS and account GPU limits become
+  ``billing`` limits in the same slices (GPUs x 7);
 - Kubernetes: the GPU Operator's mixed strategy advertises ``nvidia.com/mig-<profile>`` per profile
   (docs/sources.md [G8]); the totals become Kueue quotas.
 
@@ -38,7 +45,7 @@ import yaml
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS, GpuModel
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 
 FIELD = "gpucluster_gpu_policy.mig"
 #: where nvidia-mig-parted's systemd service (nvidia-mig-manager) reads its config (docs/sources.md [G6])
@@ -336,13 +343,62 @@ def gres_conf_lines(mig: dict[str, Any] | None) -> list[str]:
     return [f"NodeName={hostlist.compress(hosts)} AutoDetect=nvml"] if hosts else []
 
 
-def accounting_tres(mig: dict[str, Any] | None) -> str:
+def _profiles(mig: dict[str, Any] | None) -> list[str]:
+    return sorted({p for c in (mig or {}).get("configs", {}).values() for p in c["instances"]})
+
+
+def accounting_tres(mig: dict[str, Any] | None, whole_type: str | None = None) -> str:
     """slurm.conf AccountingStorageTRES: ``gres/gpu`` (every allocated GPU and MIG device, any type)
-    and, on a MIG site, ``gres/gpu:<profile>`` per planned profile, so sacct and sreport count each
-    profile's use (https://slurm.schedmd.com/tres.html; a typed GRES TRES counts only the jobs that ask
-    for that type by name, docs/sources.md [SL21])."""
-    profiles = sorted({p for c in (mig or {}).get("configs", {}).values() for p in c["instances"]})
-    return ",".join(["gres/gpu", *(f"gres/gpu:{p}" for p in profiles)])
+    and, on a MIG site, ``gres/gpu:<profile>`` per planned profile (and ``gres/gpu:<whole_type>``), so
+    sacct and sreport count each profile's use and TRESBillingWeights can weigh it
+    (https://slurm.schedmd.com/tres.html; a typed GRES TRES counts only the jobs that ask for that type
+    by name, docs/sources.md [SL21])."""
+    profiles = _profiles(mig)
+    whole = [f"gres/gpu:{whole_type}"] if profiles and whole_type else []
+    return ",".join(["gres/gpu", *(f"gres/gpu:{p}" for p in profiles), *whole])
+
+
+BILLING_FIELD = "gpucluster_slurm.mig_billing_weights"
+
+
+def _w(value: float) -> str:
+    return f"{round(value, 4):g}"
+
+
+def billing_weights(mig: dict[str, Any] | None, whole_type: str, site: Any = None) -> dict[str, Any]:
+    """TRESBillingWeights and the unit of the GPU limits: GPUs without MIG, MIG slices with it.
+
+    ``site``: ``gpucluster_slurm.mig_billing_weights`` {profile: weight in GPUs, 0 < w <= 1}; a profile
+    not listed weighs its compute slices / the model's compute slices."""
+    if not mig:
+        require(site is None, BILLING_FIELD, site, "no entry: the site plans no MIG (gpucluster_gpu_policy.mig)")
+        return {"unit": "gpu", "per_gpu": 1, "tres": "gres/gpu", "untyped": 1.0, "weights": {}, "text": "GRES/gpu=1.0"}
+    geo = geometry(GPUS[mig["model"]])
+    slices = geo.compute_slices
+    profiles = _profiles(mig)
+    site = {} if site is None else site
+    require(isinstance(site, dict), BILLING_FIELD, site, "a mapping {profile: weight in GPUs}")
+    weights: dict[str, float] = {}
+    for name in profiles:
+        weights[name] = float(geo.profiles[name].compute)
+    for name, value in site.items():
+        require(name in profiles, f"{BILLING_FIELD}.{name}", name, f"one of the planned profiles {profiles}")
+        w = check_range(value, f"{BILLING_FIELD}.{name}", 0.001, 1)
+        weights[name] = w * slices
+    weights[whole_type] = float(slices)
+    untyped = min(weights.values())
+    typed = {name: w - untyped for name, w in weights.items()}
+    text = ",".join(
+        [f"GRES/gpu={_w(untyped)}", *(f"GRES/gpu:{name}={_w(typed[name])}" for name in [*profiles, whole_type])]
+    )
+    return {
+        "unit": "mig_slice",
+        "per_gpu": slices,
+        "tres": "billing",
+        "untyped": round(untyped, 4),
+        "weights": {name: round(w, 4) for name, w in weights.items()},
+        "text": text,
+    }
 
 
 def without_mig(hosts: list[str], mig: dict[str, Any] | None) -> list[str]:

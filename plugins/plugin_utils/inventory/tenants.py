@@ -4,12 +4,19 @@ One list serves both scheduling paths: on Slurm each team is an account whose fa
 weight is its share (``RawShares``, slurm/accounting), on Kubernetes a Kueue LocalQueue whose
 nominal quota is its share of the GPUs (kubernetes/). The schema (schema_v1.json) has typed
 every field already; this module adds the rules across fields and turns shares into GPUs.
+
+Shares become GPUs by the largest-remainder method (Hamilton's): each team gets the whole GPUs of
+its exact share, and the GPUs the floors leave over (of the shares' total) go one each to the teams
+with the largest fractions, ties in inventory order. Shares summing to 100 % give exactly the
+cluster's GPUs (50/30/20 % of 48 GPUs: 24/14/10, where flooring each gives 24/14/9 and one GPU
+nobody is guaranteed); a team never gets more than one GPU above its exact share.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -43,8 +50,22 @@ def scheduler(cluster: dict[str, Any]) -> str:
     return DEFAULT_SCHEDULER if value is None else check_choice(value, "gpucluster_cluster.scheduler", SCHEDULERS)
 
 
+def largest_remainder(shares: list[float], total: int) -> list[int]:
+    """Whole units for ``shares`` (percent) of ``total``: floors, then the units left (of the shares'
+    exact total, floored) one each to the largest remainders, ties to the earlier share."""
+    exact = [Fraction(str(share)) * total / 100 for share in shares]
+    out = [math.floor(e) for e in exact]
+    # a millionth of a unit of slack: shares written as decimals (33.33...%) that sum to 100 % give the total
+    left = min(total, math.floor(sum(exact, Fraction(0)) + Fraction(1, 10**6))) - sum(out)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[: max(0, left)]:
+        out[i] += 1
+    return out
+
+
 def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
-    """Check ``gpucluster_tenants`` and size each team's share in GPUs (floors: never above the cluster).
+    """Check ``gpucluster_tenants`` and size each team's share in GPUs (largest remainder: shares summing
+    to 100 % give exactly the cluster's GPUs).
 
     Shares are guarantees, so together they may not exceed the cluster (100%); a share too small
     to be one GPU is refused rather than silently becoming zero.
@@ -52,7 +73,7 @@ def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
     if raw is None:
         return []
     require(isinstance(raw, list), FIELD, raw, "a list of teams: {name, gpu_share_percent, ...}")
-    out: list[Tenant] = []
+    checked: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
         where = f"{FIELD}[{i}]"
@@ -61,36 +82,39 @@ def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
         seen.add(name)
         share = check_range(item["gpu_share_percent"], f"{where}.gpu_share_percent", 0, 100, unit="%")
         require(share > 0, f"{where}.gpu_share_percent", share, "a number > 0% and <= 100%")
-        gpus = math.floor(gpus_total * share / 100)
-        require(
-            gpus >= 1,
-            f"{where}.gpu_share_percent",
-            share,
-            f"a share of at least one GPU: >= {100 / gpus_total:g}% of this cluster's {gpus_total} GPUs",
-        )
         limit = check_range(
             item.get("borrowing_limit_percent", 100), f"{where}.borrowing_limit_percent", 0, 100, unit="%"
         )
         users = list(item.get("users") or [])
         require(len(set(users)) == len(users), f"{where}.users", users, "each user name once")
-        out.append(
-            Tenant(
-                name=name,
-                gpu_share_percent=share,
-                gpus=gpus,
-                borrowing_limit_percent=limit,
-                borrowing_limit_gpus=math.floor(gpus_total * limit / 100),
-                fairshare=max(1, round(share)),
-                users=users,
-            )
-        )
-    total = sum(t.gpu_share_percent for t in out)
+        checked.append({"name": name, "share": share, "limit": limit, "users": users})
+    total = sum(t["share"] for t in checked)
     require(
-        total <= 100,
+        total <= 100 + 1e-9,  # decimals that sum to 100 % in binary floating point may land a hair above
         FIELD,
         f"shares summing to {total:g}%",
         "gpu_share_percent values summing to at most 100% (each share is a guarantee of the cluster's GPUs)",
     )
+    gpus = largest_remainder([t["share"] for t in checked], gpus_total)
+    out: list[Tenant] = []
+    for i, (t, n) in enumerate(zip(checked, gpus, strict=True)):
+        require(
+            n >= 1,
+            f"{FIELD}[{i}].gpu_share_percent",
+            t["share"],
+            f"a share of at least one GPU: >= {100 / gpus_total:g}% of this cluster's {gpus_total} GPUs",
+        )
+        out.append(
+            Tenant(
+                name=t["name"],
+                gpu_share_percent=t["share"],
+                gpus=n,
+                borrowing_limit_percent=t["limit"],
+                borrowing_limit_gpus=math.floor(gpus_total * t["limit"] / 100),
+                fairshare=max(1, round(t["share"])),
+                users=t["users"],
+            )
+        )
     return out
 
 

@@ -7,10 +7,14 @@ NVIDIA GPU Operator and the NVIDIA Network Operator); it computes what sits on i
 - node labels and taints per compute node (GPU model and count, NVLink domain, fabric block,
   rack, cooling, storage) and a Kueue ``Topology`` over them so a gang lands under as few switches
   as possible;
-- Kueue: a ``ResourceFlavor`` for the GPU model, ``ClusterQueue``s whose quotas add up to exactly
-  what the nodes have, a ``LocalQueue`` per team (``plan["tenants"]``) and ``WorkloadPriorityClass``es;
-- KubeRay: a ``RayCluster`` and a ``RayJob`` whose workers take whole nodes, with the plan's NCCL
-  environment, the shared file system and the RDMA devices;
+- Kueue: a ``ResourceFlavor`` for the GPU model (the GPU nodes, ``node-pool: gpu``) and one for the
+  CPU node pool (``node-pool: cpu``, the head: where the Ray heads run), ``ClusterQueue``s whose GPU
+  flavor quotas add up to exactly what the GPU nodes allocate, a ``LocalQueue`` per team
+  (``plan["tenants"]``) and ``WorkloadPriorityClass``es;
+- KubeRay: a ``RayCluster`` and a ``RayJob`` whose workers take whole GPU nodes (less the kubelet's
+  and the system's reservation and the node's DaemonSets), with the plan's NCCL environment, the
+  shared file system and the RDMA devices, and whose head runs on the CPU pool (its own node selector
+  and flavor: it never takes a GPU node's last CPUs, so a whole-cluster job fits);
 - the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``.
 
 Pure: takes the plan (and nothing else), returns ``{"nodes", "manifests", "kustomization", ...}``;
@@ -49,9 +53,30 @@ GPU_OPERATOR_NAMESPACE = "gpu-operator"
 #: exporter, node-exporter, CNI): a project choice, not a hardware number
 DAEMONSET_CPU = 4
 DAEMONSET_MEMORY_MIB = 16 * 1024
-#: Ray head pod (no GPU, no storage mounts: it may run on any node without the GPU taint): a project choice
+#: The kubelet's Node Allocatable: capacity - kube-reserved - system-reserved - the hard eviction
+#: threshold is what the scheduler may place pods on ("The scheduler does not over-subscribe
+#: Allocatable", https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/,
+#: docs/sources.md [K1]). kube-reserved (kubelet, container runtime) and the CPU of system-reserved
+#: are a project choice; system-reserved memory is the OS reserve Slurm keeps out of RealMemory too
+#: (slurm/slurm.py: max(4 GiB, 5 %)); evictionHard memory.available 100Mi is the kubelet's default.
+KUBE_RESERVED_CPU = 1
+KUBE_RESERVED_MEMORY_MIB = 2 * 1024
+SYSTEM_RESERVED_CPU = 1
+EVICTION_HARD_MEMORY_MIB = 100
+#: Ray head pod (no GPU, no storage mounts): a project choice. It runs on the CPU node pool (nodes labelled
+#: node-pool=cpu: the cluster's head by default), never on a GPU node whose CPUs the workers take.
 RAY_HEAD_CPU = 8
-RAY_HEAD_MEMORY = "32Gi"
+RAY_HEAD_MEMORY_MIB = 32 * 1024
+RAY_HEAD_MEMORY = f"{RAY_HEAD_MEMORY_MIB // 1024}Gi"
+POOL_LABEL = f"{PREFIX}/node-pool"
+#: kubeadm taints control-plane nodes so that ordinary pods stay off; the Ray head tolerates it on the CPU
+#: pool (https://kubernetes.io/docs/reference/labels-annotations-taints/#node-role-kubernetes-io-control-plane)
+CONTROL_PLANE_TOLERATION = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+CPU_FLAVOR = "cpu-pool"
 #: images: pinned here, overridden per site with kustomize's ``images:`` in the overlay
 RAY_VERSION = "2.40.0"
 RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py310-gpu"
@@ -73,12 +98,16 @@ ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources())'
 
 @dataclass(frozen=True)
 class NodeShape:
-    """What one compute node offers to pods (the quota unit)."""
+    """What one compute node offers to pods (the quota unit): ``cpus`` and ``memory_mib`` are its
+    Node Allocatable (capacity less the kubelet's and the system's reservation and the eviction
+    threshold), ``capacity_cpus`` and ``capacity_memory_mib`` what it has."""
 
     gpus: int
     cpus: int
     memory_mib: int
     rdma: int
+    capacity_cpus: int = 0
+    capacity_memory_mib: int = 0
 
 
 def _dns(name: str) -> str:
@@ -86,12 +115,31 @@ def _dns(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _node_shape(plan: dict[str, Any]) -> NodeShape:
+def _node_shape(plan: dict[str, Any], memory_mib: int | None = None) -> NodeShape:
     slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/slurm.py), computed once
     cpus = int(str(slurm["node_line"]).split("CPUs=")[1].split()[0])
     gpus = int(plan["cluster"]["gpus_per_node"])
+    after_os = int(slurm["real_memory_mib"])  # capacity less system-reserved memory (the OS reserve)
     # one RDMA share per GPU: at most one pod per GPU needs the HCAs (rdmaHcaMax below)
-    return NodeShape(gpus=gpus, cpus=cpus, memory_mib=int(slurm["real_memory_mib"]), rdma=gpus)
+    return NodeShape(
+        gpus=gpus,
+        cpus=cpus - KUBE_RESERVED_CPU - SYSTEM_RESERVED_CPU,
+        memory_mib=after_os - KUBE_RESERVED_MEMORY_MIB - EVICTION_HARD_MEMORY_MIB,
+        rdma=gpus,
+        capacity_cpus=cpus,
+        capacity_memory_mib=int(memory_mib) if memory_mib else after_os,
+    )
+
+
+def kubelet_reservation(shape: NodeShape) -> dict[str, Any]:
+    """The KubeletConfiguration fields every GPU node needs for ``shape``'s Node Allocatable ([K1])."""
+    system_mib = shape.capacity_memory_mib - shape.memory_mib - KUBE_RESERVED_MEMORY_MIB - EVICTION_HARD_MEMORY_MIB
+    return {
+        "kubeReserved": {"cpu": str(KUBE_RESERVED_CPU), "memory": f"{KUBE_RESERVED_MEMORY_MIB}Mi"},
+        "systemReserved": {"cpu": str(SYSTEM_RESERVED_CPU), "memory": f"{max(system_mib, 0)}Mi"},
+        "evictionHard": {"memory.available": f"{EVICTION_HARD_MEMORY_MIB}Mi"},
+        "allocatable": {"cpu": shape.cpus, "memory": f"{shape.memory_mib}Mi"},
+    }
 
 
 def _blocks(plan: dict[str, Any]) -> dict[str, str]:
@@ -138,6 +186,7 @@ def node_labels(plan: dict[str, Any], cooling: str) -> dict[str, dict[str, Any]]
                 f"{PREFIX}/rack": f"rack{i // per_rack + 1:02d}",  # the power plan's nodes per rack
                 f"{PREFIX}/cooling": cooling,
                 f"{PREFIX}/storage": plan["storage"]["type"],
+                POOL_LABEL: "gpu",
             },
             "taints": [dict(GPU_TAINT)],
         }
@@ -145,6 +194,16 @@ def node_labels(plan: dict[str, Any], cooling: str) -> dict[str, dict[str, Any]]
         if mig:  # the GPU Operator's MIG Manager applies the mig-parted config the label names ([G8])
             out[host]["labels"][MIG_CONFIG_LABEL] = mig
     return out
+
+
+def cpu_pool(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The CPU node pool where the Ray heads run: the cluster's head (no GPU, no GPU taint) unless it is a
+    compute node too. A site with CPU workers of its own labels them node-pool=cpu as well."""
+    cl = plan["cluster"]
+    head = cl["head"]
+    if "compute" in plan["hosts"].get(head, {}).get("roles", []):
+        return {}
+    return {head: {"labels": {f"{PREFIX}/cluster": cl["name"], POOL_LABEL: "cpu"}, "taints": []}}
 
 
 def _quantity(resource: str, value: int) -> Any:
@@ -167,14 +226,25 @@ def _quotas(plan: dict[str, Any], shape: NodeShape) -> dict[str, int]:
     } | dict(mig.get("k8s_resources", {}))
 
 
-def _resource_group(flavor: str, quota: dict[str, int], borrowing: dict[str, int] | None) -> dict[str, Any]:
-    resources = []
-    for name, value in quota.items():
-        entry: dict[str, Any] = {"name": name, "nominalQuota": _quantity(name, value)}
-        if borrowing is not None:
-            entry["borrowingLimit"] = _quantity(name, borrowing[name])
-        resources.append(entry)
-    return {"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": resources}]}
+def _resource_group(flavors: list[tuple[str, dict[str, int], dict[str, int] | None]]) -> dict[str, Any]:
+    """One resource group over the first flavor's resources; every flavor lists them all, in that order
+    (Kueue: each flavor of a group covers exactly the group's coveredResources)."""
+    covered = list(flavors[0][1])
+    out = []
+    for flavor, quota, borrowing in flavors:
+        resources = []
+        for name in covered:
+            entry: dict[str, Any] = {"name": name, "nominalQuota": _quantity(name, quota.get(name, 0))}
+            if borrowing is not None:
+                entry["borrowingLimit"] = _quantity(name, borrowing.get(name, 0))
+            resources.append(entry)
+        out.append({"name": flavor, "resources": resources})
+    return {"coveredResources": covered, "flavors": out}
+
+
+def _head_quota(heads: int) -> dict[str, int]:
+    """The CPU pool flavor's quota: ``heads`` Ray heads (CPU and memory; nothing else)."""
+    return {"cpu": RAY_HEAD_CPU * heads, "memory": RAY_HEAD_MEMORY_MIB * heads}
 
 
 def _meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -223,9 +293,24 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
             "kind": "ResourceFlavor",
             "metadata": _meta(flavor),
             "spec": {
-                "nodeLabels": {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"]},
+                "nodeLabels": {
+                    f"{PREFIX}/gpu-model": cl["gpu_model"],
+                    f"{PREFIX}/cluster": cl["name"],
+                    POOL_LABEL: "gpu",
+                },
                 "tolerations": [dict(GPU_TOLERATION)],
                 "topologyName": name,
+            },
+        },
+        {
+            # the Ray heads' flavor: a pod that selects node-pool=cpu cannot take the GPU flavor (its
+            # nodeLabels say gpu), so Kueue assigns it this one and the head lands on the CPU pool
+            "apiVersion": api,
+            "kind": "ResourceFlavor",
+            "metadata": _meta(CPU_FLAVOR),
+            "spec": {
+                "nodeLabels": {f"{PREFIX}/cluster": cl["name"], POOL_LABEL: "cpu"},
+                "tolerations": [dict(CONTROL_PLANE_TOLERATION)],
             },
         },
     ]
@@ -240,6 +325,7 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
             }
         )
     total = _quotas(plan, shape)
+    gpus_per_node = max(1, int(cl["gpus_per_node"]))
     tenants = plan.get("tenants") or []
     preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     if not tenants:
@@ -251,7 +337,12 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
                 "spec": {
                     "namespaceSelector": {},
                     "preemption": {"withinClusterQueue": "LowerPriority"},
-                    "resourceGroups": [_resource_group(flavor, total, None)],
+                    # one Ray head per GPU node at most: as many Ray clusters as there are nodes
+                    "resourceGroups": [
+                        _resource_group(
+                            [(flavor, total, None), (CPU_FLAVOR, _head_quota(int(cl["compute_nodes"])), None)]
+                        )
+                    ],
                 },
             }
         )
@@ -275,6 +366,8 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
         borrow = {r: (int(t["borrowing_limit_gpus"]) if r == whole else _split(v, limit)) for r, v in total.items()}
         for r in rest:
             rest[r] -= quota[r]
+        # the team's Ray heads: one per GPU node its guaranteed GPUs make (at least one), on the CPU pool
+        heads = _head_quota(max(1, math.ceil(int(t["gpus"]) / gpus_per_node)))
         out.append(
             {
                 "apiVersion": api,
@@ -284,7 +377,7 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
                     "cohortName": name,
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t["name"]}},
                     "preemption": dict(preemption),
-                    "resourceGroups": [_resource_group(flavor, quota, borrow)],
+                    "resourceGroups": [_resource_group([(flavor, quota, borrow), (CPU_FLAVOR, heads, {})])],
                 },
             }
         )
@@ -299,7 +392,7 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
     # the cohort holds what no team is guaranteed (shares under 100 %, rounding): any team borrows it
     cohort: dict[str, Any] = {"apiVersion": api, "kind": "Cohort", "metadata": _meta(name), "spec": {}}
     if any(v > 0 for v in rest.values()):
-        cohort["spec"]["resourceGroups"] = [_resource_group(flavor, rest, None)]
+        cohort["spec"]["resourceGroups"] = [_resource_group([(flavor, rest, None), (CPU_FLAVOR, {}, None)])]
     out.append(cohort)
     return out
 
@@ -354,13 +447,31 @@ def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
     return volumes, mounts
 
 
+def ray_sizes(plan: dict[str, Any], shape: NodeShape) -> dict[str, Any]:
+    """What a Ray worker and the Ray head request, and where the head runs: a worker takes a GPU node's
+    allocatable less its DaemonSets; the head runs on the CPU pool, or, without one, beside a worker
+    (which then leaves it room)."""
+    on_pool = bool(cpu_pool(plan))
+    head_cpu, head_mem = (0, 0) if on_pool else (RAY_HEAD_CPU, RAY_HEAD_MEMORY_MIB)
+    return {
+        "worker": {
+            "cpu": shape.cpus - DAEMONSET_CPU - head_cpu,
+            "memory_mib": shape.memory_mib - DAEMONSET_MEMORY_MIB - head_mem,
+        },
+        "head": {"cpu": RAY_HEAD_CPU, "memory_mib": RAY_HEAD_MEMORY_MIB, "node_pool": "cpu" if on_pool else "gpu"},
+        "daemonsets": {"cpu": DAEMONSET_CPU, "memory_mib": DAEMONSET_MEMORY_MIB},
+    }
+
+
 def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> dict[str, Any]:
     """A RayCluster spec whose workers take whole nodes (all GPUs, the RDMA devices) with the plan's NCCL env."""
     cl = plan["cluster"]
     nodes = int(cl["compute_nodes"])
     volumes, mounts = _storage_mounts(plan)
-    worker_cpu = shape.cpus - DAEMONSET_CPU
-    worker_mem = shape.memory_mib - DAEMONSET_MEMORY_MIB
+    sizes = ray_sizes(plan, shape)
+    worker_cpu = sizes["worker"]["cpu"]
+    worker_mem = sizes["worker"]["memory_mib"]
+    gpu_selector = {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"], POOL_LABEL: "gpu"}
     limits = {
         GPU_RESOURCE: shape.gpus,
         RDMA_RESOURCE: 1,
@@ -377,7 +488,7 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
             # host network: NCCL_SOCKET_IFNAME and the rails' netdevs are the node's own (plan["nccl"])
             "hostNetwork": True,
             "dnsPolicy": "ClusterFirstWithHostNet",
-            "nodeSelector": {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"]},
+            "nodeSelector": dict(gpu_selector),
             "tolerations": [dict(GPU_TOLERATION)],
             "volumes": volumes,
             "containers": [
@@ -395,7 +506,14 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
         },
     }
     head_pod = {
+        "metadata": {"labels": {f"{PREFIX}/role": "ray-head"}},
         "spec": {
+            # the CPU node pool: the head never takes a GPU node's CPUs, so every GPU node holds a whole worker;
+            # without a pool (the head is a compute node) it shares a GPU node, and the workers leave it room
+            "nodeSelector": {POOL_LABEL: "cpu", f"{PREFIX}/cluster": cl["name"]}
+            if sizes["head"]["node_pool"] == "cpu"
+            else dict(gpu_selector),
+            "tolerations": [dict(CONTROL_PLANE_TOLERATION if sizes["head"]["node_pool"] == "cpu" else GPU_TOLERATION)],
             "containers": [
                 {
                     "name": "ray-head",
@@ -411,7 +529,7 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
                     },
                 }
             ],
-        }
+        },
     }
     return {
         "rayVersion": RAY_VERSION,
@@ -549,19 +667,22 @@ def _path(obj: dict[str, Any]) -> str:
     return f"{group}/{stem}.yaml"
 
 
-def kubernetes_plan(plan: dict[str, Any], cooling: str = "air") -> dict[str, Any]:
-    """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization."""
-    shape = _node_shape(plan)
+def kubernetes_plan(plan: dict[str, Any], cooling: str = "air", memory_mib: int | None = None) -> dict[str, Any]:
+    """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization;
+    ``memory_mib``: a GPU node's memory (gpucluster_node.memory_gib), for the kubelet's reservation."""
+    shape = _node_shape(plan, memory_mib)
     levels = topology_levels(plan)
     nodes = node_labels(plan, cooling)
+    pool = cpu_pool(plan)
     node_objects = [
         {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": h, "labels": v["labels"]},
-            "spec": {"taints": v["taints"]},
+            # a node without taints of ours gets no spec: the patch leaves its own (a control plane's) alone
+            **({"spec": {"taints": v["taints"]}} if v["taints"] else {}),
         }
-        for h, v in nodes.items()
+        for h, v in (nodes | pool).items()
     ]
     objects = (
         namespaces(plan)
@@ -577,7 +698,17 @@ def kubernetes_plan(plan: dict[str, Any], cooling: str = "air") -> dict[str, Any
     require(len(set(paths)) == len(paths), "gpucluster_tenants", paths, "team names distinct from each other")
     return {
         "nodes": nodes,
-        "node_shape": {"gpus": shape.gpus, "cpus": shape.cpus, "memory_mib": shape.memory_mib, "rdma": shape.rdma},
+        "node_shape": {
+            "gpus": shape.gpus,
+            "cpus": shape.cpus,
+            "memory_mib": shape.memory_mib,
+            "rdma": shape.rdma,
+            "capacity_cpus": shape.capacity_cpus,
+            "capacity_memory_mib": shape.capacity_memory_mib,
+        },
+        "cpu_pool": pool,
+        "kubelet": kubelet_reservation(shape),
+        "ray": ray_sizes(plan, shape),
         "topology_levels": levels,
         "rdma_resource": RDMA_RESOURCE,
         "manifests": manifests,

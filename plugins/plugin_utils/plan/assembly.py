@@ -152,12 +152,23 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     if st["type"] == "lustre":
         out["lustre"] = _lustre(site, addresses)
     elif st["type"] == "nfs":
+        nfs_cfg = dict(st.get("nfs") or {})
+        # the clients' links on the NFS network (storage NICs, else management): what they can take at once
+        client_nics = site.node.nics_for("storage" if "storage" in addresses["pools"] else "management")
+        rates = [n.rate_gbps for n in client_nics]
         out["nfs"] = nfs.nfs_plan(
-            nfs=dict(st.get("nfs") or {}),
+            nfs=nfs_cfg,
             servers=site.hosts_in("nfs_server"),
             lab=site.lab,
             addresses=addresses,
             paths=out["paths"],
+            links=nfs.nfs_links(
+                nfs_cfg,
+                fabric_type=site.fabric["type"],
+                lab=bool(site.lab.get("enabled", False)),
+                clients=nodes,
+                client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
+            ),
         )
     elif st["type"] == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
         out["nvmeof"] = nvmeof.nvmeof_plan(
@@ -195,6 +206,10 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     kind = st.get(st["type"]) if isinstance(st.get(st["type"]), dict) else {}
     mounts = [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
     mounts.append(kind.get("mount_point"))
+    # the node: its GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the
+    # first compute NIC that carries LNet/NFS traffic), for the stalls and the pinned buffers
+    link_nics = site.node.nics_for("storage") or site.node.compute_nics[:1]
+    link_rates = [n.rate_gbps for n in link_nics]
     out["checkpoint_drain"] = checkpoint.checkpoint_drain(
         wl.get("checkpoint_async"),
         storage_type=st["type"],
@@ -204,6 +219,11 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
         remote_path=out["paths"].get("checkpoints"),
         shared_roots=tuple(m for m in mounts if isinstance(m, str)),
         lab=bool(site.lab.get("enabled", False)),
+        gpus_per_node=site.node.gpus_per_node,
+        host_link_gbps=interconnect.PCIE_X16_GBS[site.node.pcie_gen],
+        host_link=f"PCIe Gen{site.node.pcie_gen} x16, docs/sources.md [S18]",
+        node_ram_bytes=site.node.memory_gib * 2**30,
+        client_link_gbps=sum(r for r in link_rates if r) / 8 if link_rates and all(link_rates) else None,
     )
     if not wl.get("allow_storage_below_need", False):  # the override lets a drain that does not fit through too
         out["check"] += out["checkpoint_drain"]["check"]
@@ -443,6 +463,7 @@ def cluster_plan(
         rails=fab["rails"] if fab["type"] != "none" else 0,
     )
     wl = site.workload
+    storage_plan = _storage(site, tier, nodes, addresses)
     plan: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "cluster": {
@@ -473,7 +494,7 @@ def cluster_plan(
         "gpu": gpu,
         "power": pw,
         "cooling": _cooling(site, pw),
-        "storage": _storage(site, tier, nodes, addresses),
+        "storage": storage_plan,
         "fabric": fab,
         "nccl": _nccl(site, fab),
         "parallelism": parallelism.parallelism(
@@ -494,6 +515,8 @@ def cluster_plan(
             nodes=nodes,
             intra_node=gpu["interconnect"],
             intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
+            gpus_per_node=site.node.gpus_per_node,
+            storage_ceilings=((storage_plan.get("nfs") or {}).get("links") or {}).get("ceilings"),
         ),
     }
     # inside a node NCCL needs no file: what it uses there, and what the plan leaves to it (nccl.py)
@@ -524,7 +547,9 @@ def cluster_plan(
     plan["report_summary"] = report.report_summary(plan)
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
-        plan["kubernetes"] = k8s_manifests.kubernetes_plan(plan, cooling=site.facility.get("cooling", "air"))
+        plan["kubernetes"] = k8s_manifests.kubernetes_plan(
+            plan, cooling=site.facility.get("cooling", "air"), memory_mib=int(site.node.memory_gib * 1024)
+        )
     return plan
 
 

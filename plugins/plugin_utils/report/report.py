@@ -349,20 +349,31 @@ def _parallelism_section(plan: dict[str, Any]) -> dict[str, Any]:
 
 def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
     val = plan["validation"]
+    how, ceilings = val.get("how") or {}, val.get("ceilings") or {}
+
+    def reached(key: str, default: str) -> str:
+        text = how.get(key, default)
+        ceiling = ceilings.get(key)
+        return text if not ceiling or key in how else f"{text}; within {ceiling['gbs']:g}: {ceiling['link']}"
+
     return _section(
         "Acceptance floors",
         [
-            ["all_reduce busbw in a node (GB/s)", val["allreduce_intra_node_busbw_gbs"], "large messages"],
+            [
+                "all_reduce busbw in a node (GB/s)",
+                val["allreduce_intra_node_busbw_gbs"],
+                reached("allreduce_intra_node_busbw_gbs", "large messages"),
+            ],
             [
                 "all_reduce busbw across nodes (GB/s)",
                 val["allreduce_inter_node_busbw_gbs"],
-                "85 % of NIC line rate",
+                reached("allreduce_inter_node_busbw_gbs", "85 % of NIC line rate"),
             ],
-            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], "ib_write_bw"],
+            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], reached("nic_write_bw_gbps", "ib_write_bw")],
             [
                 "storage (GB/s)",
                 _pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
-                "tier floor",
+                "; ".join(reached(f"storage_{rw}_gbps", f"{rw}: tier floor") for rw in ("read", "write")),
             ],
         ]
         + [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()],
@@ -387,6 +398,27 @@ def _mig_section(plan: dict[str, Any]) -> dict[str, Any] | None:
         for name, c in mig["configs"].items()
     ]
     rows.append(["mig-parted config", mig["config_file"], "gpucluster-mig.service applies the node's config at boot"])
+    acct = (plan.get("slurm") or {}).get("accounting") or {}
+    billing = acct.get("billing") or {}
+    if billing.get("unit") == "mig_slice":  # Slurm bills MIG slices (compute/mig.py billing_weights)
+        weights = ", ".join(f"{k} {v:g}" for k, v in billing["weights"].items())
+        rows.append(
+            [
+                "Slurm billing (MIG slices)",
+                acct["billing_weights"],
+                f"slices per device: {weights}; untyped GRES/gpu bills {billing['untyped']:g} (the smallest), "
+                "GRES/gpu:<type> the rest, so a job that names its type bills its slices",
+            ]
+        )
+        limits = [f"{q['name']} {q['grp_gpus']}" for q in acct.get("qos", []) if q.get("grp_gpus")]
+        rows.append(
+            [
+                "Slurm GPU limits unit",
+                f"billing, {billing['per_gpu']} slices per GPU",
+                "QOS and account limits (GrpTRES, MaxTRESPerUser) are billing limits in slices"
+                + (f": {', '.join(limits)}" if limits else ""),
+            ]
+        )
     intro = (
         f"{mig['mig_gpus']} GPUs in MIG mode ({mig['model']}: {mig['compute_slices']} compute and "
         f"{mig['memory_slices']} memory slices per GPU; profiles and starts from NVIDIA's MIG user guide). "
@@ -415,6 +447,24 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
         rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
         sections.append(_section("Lustre", rows))
+    if (st.get("nfs") or {}).get("links"):  # storage/nfs.py: the links the storage floors are checked against
+        links = st["nfs"]["links"]
+        nics = links["server_nics"]
+        rows = [
+            [
+                "server storage NICs",
+                f"{nics['count']} x {nics['rate_gbps']:g} Gb/s = {links['server_gbs']:g} GB/s",
+                "gpucluster_storage.nfs.server_nics"
+                + (" (default: set the server's real ports)" if nics["default"] else ""),
+            ],
+            [
+                "protocol",
+                f"{links['proto']} (port {links['port']})",
+                links["rdma_note"] or "gpucluster_storage.nfs.proto",
+            ],
+            ["storage ceiling (GB/s)", links["ceilings"]["read_gbps"]["gbs"], links["ceilings"]["read_gbps"]["link"]],
+        ]
+        sections.append(_section("NFS links", rows))
     if "nvmeof" in st:  # storage/nvmeof.py: per-node remote namespaces
         nv = st["nvmeof"]
         rows = [[f"target {t}", f"{len(x['devices'])} devices at {x['address']}:{nv['trsvcid']}", f"{nv['transport']}"]

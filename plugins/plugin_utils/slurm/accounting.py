@@ -23,6 +23,11 @@ Behaviour relied on (Slurm 22.05, the version of Debian 12):
 - PreemptType=preempt/qos with PreemptMode=REQUEUE: a job of a QOS listed in another QOS's
   ``Preempt`` is requeued when the other needs its resources
   (https://slurm.schedmd.com/preempt.html, "PreemptType", "PreemptMode").
+- MIG (compute/mig.py ``billing_weights``): each MIG device is one ``gres/gpu``, so the site's
+  TRESBillingWeights bill MIG slices instead (1g = 1, a whole GPU = 7) and the QOS and account GPU
+  limits are ``billing`` limits in the same slices (GrpTRES=billing=<GPUs x 7>): a 1g.10gb job uses a
+  seventh of what a whole-GPU job uses of its share and of its limits (tres.html: the Billing TRES
+  comes from the partition's TRESBillingWeights and can be limited like any TRES).
 - Node Features are free-form strings a job selects with ``--constraint``
   (slurm.conf(5), NodeName ... Features; sbatch(1) --constraint).
 """
@@ -33,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig as mig_mod
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     check_choice,
     check_range,
@@ -86,7 +92,8 @@ DEFAULT_QOS_SET: tuple[dict[str, Any], ...] = (
 
 @dataclass(frozen=True)
 class Qos:
-    """One QOS as sacctmgr sets it; GPU limits in GPUs (None: no limit)."""
+    """One QOS as sacctmgr sets it; GPU limits in units of ``gpu_tres`` (None: no limit): GPUs
+    (gres/gpu), or MIG slices (billing) on a MIG site."""
 
     name: str
     priority: int
@@ -95,6 +102,7 @@ class Qos:
     grp_gpus: int | None
     max_gpus_per_user: int | None
     description: str = ""
+    gpu_tres: str = "gres/gpu"
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,7 @@ class Account:
     grp_gpus: int | None
     description: str = ""
     organization: str = "gpucluster"
+    gpu_tres: str = "gres/gpu"
 
 
 def _gpus(percent: float | None, gpus_total: int) -> int | None:
@@ -127,7 +136,14 @@ def _weights(section: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def _qos_set(section: dict[str, Any], gpus_total: int, preempt_mode: str) -> list[Qos]:
+def _units(gpus: int | None, billing: dict[str, Any]) -> int | None:
+    """A GPU limit in the unit of the plan's billing (GPUs, or MIG slices: GPUs x compute slices)."""
+    return None if gpus is None else gpus * int(billing["per_gpu"])
+
+
+def _qos_set(
+    section: dict[str, Any], gpus_total: int, preempt_mode: str, billing: dict[str, Any] | None = None
+) -> list[Qos]:
     """The built-in QOS merged by name with ``gpucluster_slurm.qos`` (new names are added)."""
     merged: dict[str, dict[str, Any]] = {q["name"]: dict(q) for q in DEFAULT_QOS_SET}
     for item in section.get("qos") or []:
@@ -140,6 +156,7 @@ def _qos_set(section: dict[str, Any], gpus_total: int, preempt_mode: str) -> lis
             if key in item:
                 base[key] = item[key]
         merged[name] = base
+    billing = billing or {"tres": "gres/gpu", "per_gpu": 1}
     out = []
     for name, q in merged.items():
         where = f"{FIELD}.qos[{name}]"
@@ -165,20 +182,26 @@ def _qos_set(section: dict[str, Any], gpus_total: int, preempt_mode: str) -> lis
                 preempt_mode=preempt_mode
                 if preempt_mode != "off" and any(name in o["preempt"] for o in merged.values())
                 else "cluster",
-                grp_gpus=_gpus(q["grp_gpus_percent"], gpus_total),
-                max_gpus_per_user=_gpus(q["max_gpus_per_user_percent"], gpus_total),
+                grp_gpus=_units(_gpus(q["grp_gpus_percent"], gpus_total), billing),
+                max_gpus_per_user=_units(_gpus(q["max_gpus_per_user_percent"], gpus_total), billing),
                 description=f"gpucluster: {name}",
+                gpu_tres=billing["tres"],
             )
         )
     return out
 
 
-def _accounts(plan: dict[str, Any], qos: list[Qos], default_account: str) -> list[Account]:
+def _accounts(
+    plan: dict[str, Any], qos: list[Qos], default_account: str, billing: dict[str, Any] | None = None
+) -> list[Account]:
+    billing = billing or {"tres": "gres/gpu", "per_gpu": 1}
     names = [q.name for q in qos]
     gpus_total = plan["cluster"]["gpus_total"]
     tenants = plan.get("tenants") or []
     if not tenants:
-        return [Account(default_account, 1, [], names, DEFAULT_QOS, None, "gpucluster: every job")]
+        return [
+            Account(default_account, 1, [], names, DEFAULT_QOS, None, "gpucluster: every job", gpu_tres=billing["tres"])
+        ]
     out = []
     for t in tenants:
         # A team may hold its guaranteed GPUs plus what it may borrow, never more than the cluster;
@@ -191,8 +214,9 @@ def _accounts(plan: dict[str, Any], qos: list[Qos], default_account: str) -> lis
                 users=sorted(t.get("users") or []),
                 qos=names,
                 default_qos=DEFAULT_QOS,
-                grp_gpus=cap if cap < gpus_total else None,
+                grp_gpus=_units(cap, billing) if cap < gpus_total else None,
                 description=f"gpucluster tenant {t['name']}: {t['gpu_share_percent']:g}% of the GPUs",
+                gpu_tres=billing["tres"],
             )
         )
     return out
@@ -250,8 +274,13 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
         default_account,
         "a name no team in gpucluster_tenants has",
     )
-    qos = _qos_set(section, gpus_total, preempt_mode)
-    accounts = _accounts(plan, qos, default_account)
+    billing = mig_mod.billing_weights(
+        (plan.get("gpu") or {}).get("mig"),
+        plan["cluster"]["gpu_model"].split("_")[0],
+        section.get("mig_billing_weights"),
+    )
+    qos = _qos_set(section, gpus_total, preempt_mode, billing)
+    accounts = _accounts(plan, qos, default_account, billing)
     return {
         "priority_type": "priority/multifactor",
         "weights": _weights(section),
@@ -260,7 +289,8 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
         "enforce": "associations,limits,qos",
         "preempt_type": "preempt/none" if preempt_mode == "off" else "preempt/qos",
         "preempt_mode": preempt_mode.upper(),
-        "billing_weights": "GRES/gpu=1.0",
+        "billing_weights": billing["text"],
+        "billing": billing,  # unit: gpu or mig_slice; the GPU limits of qos and accounts are in it
         "default_qos": DEFAULT_QOS,
         "qos": [asdict(q) for q in qos],
         "accounts": [asdict(a) for a in accounts],

@@ -123,7 +123,7 @@ def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
             for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
         ),
         "accounting": acct,
-        "accounting_tres": mig.accounting_tres(plan["gpu"].get("mig")),
+        "accounting_tres": mig.accounting_tres(plan["gpu"].get("mig"), gtype),
         "real_memory_mib": real_memory,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),

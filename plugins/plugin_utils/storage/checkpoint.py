@@ -1,18 +1,31 @@
-"""Async checkpoints: stage on local NVMe, then drain to the shared checkpoint path.
+"""Async checkpoints: stage in pinned host memory, write to local NVMe, then drain to the shared path.
 
-Article 000 (docs/sources.md [M3]): "write to local NVMe first, then drain to the parallel FS"
-cuts checkpoint overlap from 20-30 % to under 5 %. The training job writes each node's shard
-of a checkpoint to a local staging folder and marks it complete; the compute role's drain
-service (gpucluster-ckpt-drain) copies it to the shared path at a bandwidth limit, verifies
-it, and prunes old local copies. This module sizes that, from the storage sizing
-(storage.storage_sizing) and ``gpucluster_workload.checkpoint_async``:
+How the frameworks do it (docs/sources.md [M4] PyTorch DCP ``async_save``, [M5] Megatron-Core async
+save): training waits only while each GPU's shard is copied to host memory (DCP "first copying models
+into internal CPU-buffers"; Megatron "preloading tensors to CPU with pinned memcpy"); a background
+thread or process then serializes the copy and writes it while training goes on, and the next save
+waits for it. Article 000 ([M3]): "write to local NVMe first, then drain to the parallel FS". So the
+training job's background writer puts each node's shard in a local staging folder and marks it
+complete; the compute role's drain service (gpucluster-ckpt-drain) copies it to the shared path at a
+bandwidth limit, verifies it, and prunes old local copies. This module sizes that, from the storage
+sizing (storage.storage_sizing), the node (GPUs, host link, RAM, storage NICs) and
+``gpucluster_workload.checkpoint_async``:
 
-- shard per node = checkpoint bytes / compute nodes (every node saves its part at once);
+- shard per GPU = checkpoint bytes / GPUs; shard per node = checkpoint bytes / compute nodes;
+- stall per checkpoint, async = shard per GPU / host-link GB/s (each GPU copies over its own link at
+  once: PCIe x16 of ``gpucluster_node.pcie_gen``, or ``host_link_gbps`` where the site measured it
+  or the GPU has NVLink-C2C) + ``blocking_overhead_s`` (the framework's own blocking work: DCP's save
+  plan, Megatron's sharded state dict; a default, unconfirmed: measure it);
+- stall per checkpoint, sync = shard per node / min(the node's share of the FS write rate, the node's
+  storage link): every node writes its shard straight to the shared path, training waits for all of it;
+- background write = shard per node / local staging write GB/s: the serialized copy reaches the local
+  NVMe while training goes on; it must end within the interval (stall + write <= interval), or the
+  next save waits for it;
+- pinned host memory per node = shard per node (DCP: CPU memory grows by the per-rank checkpoint x
+  the ranks), at most ``PINNED_RAM_FRACTION`` of the node's RAM (``gpucluster_node.memory_gib``);
 - staging space per node = (keep_local + 1) x shard: the kept completed copies plus the one
   being written;
-- training stall per checkpoint: sync = checkpoint GB / FS write GB/s (storage_sizing's
-  write_time_s); async = shard GB / local staging write GB/s (the nodes write in parallel);
-- drain window = interval - async stall: a checkpoint must be on the shared path before the
+- drain window = interval - background write: a checkpoint must be on the shared path before the
   next one is written to the staging space;
 - drain time = shard / staging write GB/s (the drain hashes the local files first; reading is
   taken as no faster than writing) + 2 x shard / drain limit (the copy, then the read-back that
@@ -20,8 +33,9 @@ it, and prunes old local copies. This module sizes that, from the storage sizing
 - drain limit per node (rsync --bwlimit) = FS write GB/s x (1 - read_headroom) / nodes: all
   nodes drain at once, each gets an equal share of the FS write bandwidth, less the headroom
   kept for the data loaders' reads and other jobs' I/O on the same servers;
-- the plan stops when the drain at that limit does not fit in the window, or when the staging
-  space does not fit in ``staging_capacity_tb`` (when the site gives it), unless the site set
+- the plan stops when the background write or the drain does not fit in its window, when the pinned
+  buffers do not fit the node's RAM, or when the staging space does not fit in
+  ``staging_capacity_tb`` (when the site gives it), unless the site set
   ``gpucluster_workload.allow_storage_below_need`` (the report still says "fits: no").
 
 GB = 1e9 bytes, as in storage.py. The drain service's rules (marker, verification, pruning):
@@ -57,6 +71,16 @@ DEFAULT_KEEP_LOCAL = 2
 #: How often the drain service looks for completed checkpoints (its timer), seconds; the path
 #: unit also starts it when the staging folder changes.
 POLL_S = 60
+#: The framework's blocking work beyond the device-to-host copy, seconds per checkpoint (DCP's save plan,
+#: Megatron's sharded state dict; docs/sources.md [M4][M5] describe it, give no figure): a default,
+#: unconfirmed, set blocking_overhead_s from a measured save.
+DEFAULT_BLOCKING_OVERHEAD_S = 5.0
+#: The share of a node's RAM the pinned staging buffers may take: pinned pages cannot be swapped or
+#: reclaimed, and the data loaders, page cache and the framework need the rest (a policy, not a vendor number)
+PINNED_RAM_FRACTION = 0.5
+#: NVLink-C2C (Grace Hopper / Grace Blackwell) per direction, GB/s: 900 GB/s bidirectional (NVIDIA's
+#: GH200 datasheet; the catalog has no Grace part yet, so a site with one sets host_link_gbps)
+C2C_GBS_PER_DIRECTION = 450.0
 STAGING_DIR = "checkpoint-staging"
 PROGRAM = "/usr/local/sbin/gpucluster-ckpt-drain"
 CONFIG = "/etc/gpucluster/ckpt-drain.json"
@@ -72,6 +96,8 @@ class AsyncInputs:
     staging_capacity_tb: float | None
     staging_write_gbps: float
     read_headroom: float
+    blocking_overhead_s: float = DEFAULT_BLOCKING_OVERHEAD_S
+    host_link_gbps: float | None = None
 
 
 def _path(value: Any, field: str) -> str:
@@ -109,6 +135,12 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
         cfg.get("staging_write_gbps", DEFAULT_STAGING_WRITE_GBPS), f"{FIELD}.staging_write_gbps", 0.01, 1000
     )
     headroom = check_range(cfg.get("read_headroom", DEFAULT_READ_HEADROOM), f"{FIELD}.read_headroom", 0, 0.9)
+    overhead = check_range(
+        cfg.get("blocking_overhead_s", DEFAULT_BLOCKING_OVERHEAD_S), f"{FIELD}.blocking_overhead_s", 0, 3600, unit=" s"
+    )
+    host_link = cfg.get("host_link_gbps")
+    if host_link is not None:
+        host_link = check_range(host_link, f"{FIELD}.host_link_gbps", 0.1, 10000)
     staging = cfg.get("staging_path")
     if staging is not None:
         staging = _path(staging, f"{FIELD}.staging_path")
@@ -120,7 +152,7 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
             "an absolute path (there is no gpucluster_storage.local_scratch to put it under)",
         )
         staging = f"{str(local_scratch).rstrip('/')}/{STAGING_DIR}"
-    return AsyncInputs(enabled, keep, staging, capacity, write, headroom)
+    return AsyncInputs(enabled, keep, staging, capacity, write, headroom, overhead, host_link)
 
 
 def drain_plan(
@@ -133,25 +165,52 @@ def drain_plan(
     remote_path: str | None,
     shared_roots: tuple[str, ...] = (),
     lab: bool = False,
+    gpus_per_node: int = 8,
+    host_link_gbps: float = 63.0,
+    host_link: str = "PCIe Gen5 x16",
+    node_ram_bytes: float | None = None,
+    client_link_gbps: float | None = None,
+    shared: bool = True,
 ) -> dict[str, Any]:
-    """Staging space, drain limit and window, stalls with and without async, and why the plan must stop.
+    """Stalls with and without async, the background write, pinned memory, staging space, drain limit
+    and window, and why the plan must stop.
 
+    ``host_link_gbps``: a GPU's device-to-host GB/s per direction (``host_link`` names it);
+    ``client_link_gbps``: a node's storage link, GB/s (None: unknown, the FS share alone bounds sync);
+    ``shared``: the checkpoint path is a shared FS (else the node's own disks: no client link).
     ``remote_mount``: the shared mount the remote path lies on, which the drain requires mounted
     before it copies or deletes anything; none in the lab, whose containers mount no NFS (the
     compute role starts the mount units on real hosts only)."""
     nodes = int(check_range(nodes, "compute nodes", 1, None, integer=True))
+    gpn = int(check_range(gpus_per_node, "gpucluster_node.gpus_per_node", 1, None, integer=True))
     interval_s = interval_min * 60
     shard = checkpoint_bytes / nodes
     shard_gb = shard / 1e9
-    stall_sync = checkpoint_bytes / 1e9 / fs_write_gbps
-    stall_async = shard_gb / inputs.staging_write_gbps
+    shard_gpu_gb = shard_gb / gpn
+    link = inputs.host_link_gbps or host_link_gbps
+    link_name = f"{FIELD}.host_link_gbps" if inputs.host_link_gbps else host_link
+    node_fs = fs_write_gbps / nodes
+    sync_rate = min(node_fs, client_link_gbps) if shared and client_link_gbps else node_fs
+    stall_sync = shard_gb / sync_rate
+    copy_d2h = shard_gpu_gb / link
+    stall_async = copy_d2h + inputs.blocking_overhead_s
     out: dict[str, Any] = {
         "enabled": inputs.enabled,
         "inputs": asdict(inputs),
         "shard_bytes": int(shard),
+        "shard_gpu_bytes": int(shard / gpn),
         "fs_write_gbps": fs_write_gbps,
+        "client_link_gbps": client_link_gbps,
+        "sync_rate_gbps": round(sync_rate, 3),
+        "sync_bound": "client link" if sync_rate < node_fs else "FS share",
         "stall_sync_s": round(stall_sync, 1),
         "overlap_sync": round(stall_sync / interval_s, 4),
+        # what async would stall, on or off: the report compares both
+        "host_link_gbps": link,
+        "host_link": link_name,
+        "copy_d2h_s": round(copy_d2h, 2),
+        "stall_async_s": round(stall_async, 1),
+        "overlap_async": round(stall_async / interval_s, 4),
         "check": [],
     }
     if not inputs.enabled:
@@ -167,7 +226,12 @@ def drain_plan(
             f"a node-local folder outside the shared path {root}",
         )
     mounts = sorted((r.rstrip("/") or "/" for r in shared_roots if _inside(remote, r.rstrip("/") or "/")), key=len)
-    window = interval_s - stall_async
+    write_s = shard_gb / inputs.staging_write_gbps  # the framework's background write to local staging
+    fits_background = stall_async + write_s <= interval_s
+    pinned = shard  # one staged copy of the node's shards in host memory ([M4]: per-rank size x ranks)
+    ram_limit = None if node_ram_bytes is None else PINNED_RAM_FRACTION * node_ram_bytes
+    fits_ram = None if ram_limit is None else pinned <= ram_limit
+    window = interval_s - write_s
     limit = fs_write_gbps * (1 - inputs.read_headroom) / nodes
     copy_s = shard_gb / limit
     drain_s = shard_gb / inputs.staging_write_gbps + 2 * copy_s
@@ -176,6 +240,22 @@ def drain_plan(
     fits_capacity = None if capacity is None else staging_bytes <= capacity * 1e12
     fits_window = window > 0 and drain_s <= window
     check = []
+    if not fits_background:
+        check.append(
+            f"the async checkpoint's background write of {shard_gb:.1f} GB per node to local staging takes "
+            f"{write_s:.0f} s at {inputs.staging_write_gbps:g} GB/s; with the {stall_async:.0f} s stall it "
+            f"does not end within the {interval_s:.0f} s interval, so every save waits for the last. Lengthen "
+            f"gpucluster_workload.checkpoint_interval_min, set {FIELD}.staging_write_gbps from a faster scratch, "
+            "or set gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
+    if fits_ram is False:
+        check.append(
+            f"async checkpoints pin {pinned / 2**30:.0f} GiB of host memory per node (the node's {shard_gb:.1f} GB "
+            f"shard staged from its GPUs), more than {PINNED_RAM_FRACTION:g} x the node's "
+            f"{float(node_ram_bytes or 0) / 2**30:.0f} GiB (gpucluster_node.memory_gib). Add nodes, checkpoint "
+            f"less (gpucluster_workload.checkpoint_bytes_per_param), set {FIELD}.enabled: false, or "
+            "gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
     if not fits_window:
         check.append(
             f"the checkpoint drain needs {drain_s:.0f} s per {shard_gb:.1f} GB shard (local hash, copy and "
@@ -213,8 +293,11 @@ def drain_plan(
             "copy_time_s": round(copy_s, 1),
             "drain_time_s": round(drain_s, 1),
             "fits_window": fits_window,
-            "stall_async_s": round(stall_async, 1),
-            "overlap_async": round(stall_async / interval_s, 4),
+            "background_write_s": round(write_s, 1),
+            "fits_background": fits_background,
+            "pinned_bytes": int(pinned),
+            "pinned_ram_limit_bytes": None if ram_limit is None else int(ram_limit),
+            "fits_ram": fits_ram,
             "check": check,
         }
     )
@@ -231,8 +314,13 @@ def checkpoint_drain(
     remote_path: str | None,
     shared_roots: tuple[str, ...] = (),
     lab: bool = False,
+    gpus_per_node: int = 8,
+    host_link_gbps: float = 63.0,
+    host_link: str = "PCIe Gen5 x16",
+    node_ram_bytes: float | None = None,
+    client_link_gbps: float | None = None,
 ) -> dict[str, Any]:
-    """The plan's storage.checkpoint_drain from the inventory entry and the storage sizing."""
+    """The plan's storage.checkpoint_drain from the inventory entry, the storage sizing and the node."""
     inputs = async_inputs(raw, storage_type, local_scratch)
     rate = sizing["rated_write_gbps"] or sizing["write_floor_gbps"]
     return drain_plan(
@@ -244,6 +332,12 @@ def checkpoint_drain(
         remote_path=remote_path,
         shared_roots=shared_roots,
         lab=lab,
+        gpus_per_node=gpus_per_node,
+        host_link_gbps=host_link_gbps,
+        host_link=host_link,
+        node_ram_bytes=node_ram_bytes,
+        client_link_gbps=client_link_gbps,
+        shared=storage_type in SHARED_TYPES,
     )
 
 
@@ -252,27 +346,65 @@ def _n(value: float) -> str:
 
 
 def drain_rows(drain: dict[str, Any], checkpoint_bytes: int, nodes: int, interval_min: float) -> list[list[Any]]:
-    """The report's rows: each value with the formula and inputs that reached it."""
+    """The report's rows: each value with the formula and inputs that reached it; sync and async side by side."""
     inp = drain["inputs"]
     shard_gb = drain["shard_bytes"] / 1e9
+    gpu_gb = drain.get("shard_gpu_bytes", drain["shard_bytes"]) / 1e9
     fs = drain["fs_write_gbps"]
+    bound = (
+        f"min({_n(fs / nodes)} GB/s FS share, {_n(drain['client_link_gbps'])} GB/s storage link)"
+        if drain.get("client_link_gbps")
+        else f"{_n(fs)} GB/s FS write / {nodes} nodes"
+    )
     sync_row = [
         "stall per checkpoint, sync (s)",
         drain["stall_sync_s"],
-        f"{_n(checkpoint_bytes / 1e9)} GB / {_n(fs)} GB/s FS write; {_n(100 * drain['overlap_sync'])} % "
-        f"of the {_n(interval_min)} min interval",
+        f"{_n(shard_gb)} GB shard per node / {bound} = {_n(drain['sync_rate_gbps'])} GB/s; "
+        f"{_n(100 * drain['overlap_sync'])} % of the {_n(interval_min)} min interval",
     ]
+    async_how = (
+        f"{_n(gpu_gb)} GB shard per GPU / {_n(drain['host_link_gbps'])} GB/s device-to-host "
+        f"({drain['host_link']}) = {_n(drain['copy_d2h_s'])} s + {_n(inp['blocking_overhead_s'])} s framework "
+        f"blocking ({FIELD}.blocking_overhead_s; PyTorch DCP async_save, Megatron-Core async save: the write "
+        f"runs in the background); {_n(100 * drain['overlap_async'])} % of the interval"
+    )
     if not drain["enabled"]:
         return [
             ["async checkpoints", "off", f"{FIELD}.enabled: false (local_nvme: checkpoints are saved on the node)"],
             sync_row,
+            ["stall per checkpoint, async if it were on (s)", drain["stall_async_s"], async_how],
         ]
     cap = drain["staging_capacity_tb"]
     faster = drain["stall_async_s"] < drain["stall_sync_s"]
+    ram = drain["pinned_ram_limit_bytes"]
     return [
         # paths in the value column: report.md escapes that one (inventory strings), not the "how"
         ["async checkpoints", f"{drain['staging_path']} -> {drain['remote_path']}", f"on; marker {MARKER}"],
         ["shard per node (GB)", round(shard_gb, 1), f"{_n(checkpoint_bytes / 1e9)} GB / {nodes} nodes"],
+        sync_row,
+        [
+            "stall per checkpoint, async (s)",
+            drain["stall_async_s"],
+            async_how + ("" if faster else "; not shorter than sync: the FS takes a shard faster than the host link"),
+        ],
+        [
+            "background write (s)",
+            drain["background_write_s"],
+            f"{_n(shard_gb)} GB / {_n(inp['staging_write_gbps'])} GB/s local staging write, while training runs; "
+            f"stall + write within the {_n(interval_min * 60)} s interval: "
+            f"{'yes' if drain['fits_background'] else 'no'}",
+        ],
+        [
+            "pinned host memory per node (GiB)",
+            round(drain["pinned_bytes"] / 2**30, 1),
+            "the node's shards staged from its GPUs (DCP: per-rank checkpoint x ranks); "
+            + (
+                f"within {_n(ram / 2**30)} GiB ({PINNED_RAM_FRACTION:g} x the node's RAM): "
+                f"{'yes' if drain['fits_ram'] else 'no'}"
+                if ram
+                else "node RAM not given"
+            ),
+        ],
         [
             "staging per node (TB)",
             drain["staging_tb"],
@@ -290,14 +422,6 @@ def drain_rows(drain: dict[str, Any], checkpoint_bytes: int, nodes: int, interva
             drain["drain_time_s"],
             f"{_n(shard_gb)} GB / {_n(inp['staging_write_gbps'])} GB/s local hash + 2 x {_n(shard_gb)} GB / "
             f"{_n(drain['bwlimit_gbps'])} GB/s copy and read-back; window {_n(drain['drain_window_s'])} s "
-            f"(interval - async stall): fits {'yes' if drain['fits_window'] else 'no'}",
-        ],
-        sync_row,
-        [
-            "stall per checkpoint, async (s)",
-            drain["stall_async_s"],
-            f"{_n(shard_gb)} GB / {_n(inp['staging_write_gbps'])} GB/s local write; "
-            f"{_n(100 * drain['overlap_async'])} % of the interval"
-            + ("" if faster else "; not shorter than sync: the FS's per-node share is faster than the staging disk"),
+            f"(interval - background write): fits {'yes' if drain['fits_window'] else 'no'}",
         ],
     ]

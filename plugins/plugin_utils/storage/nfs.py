@@ -10,7 +10,14 @@ management network otherwise or in the lab (a lab container has only the managem
   (nfs-ganesha src/doc/man/ganesha-export-config.rst, ganesha-core-config.rst).
 - clients: a systemd mount unit per export, NFS 4.2 over TCP, hard mounts (a server restart
   stalls I/O instead of corrupting a checkpoint), ``nconnect=8`` (several TCP connections per
-  mount, Linux >= 5.3) for single-client bandwidth.
+  mount, Linux >= 5.3) for single-client bandwidth; or, with ``proto: rdma`` on an InfiniBand or
+  RoCE fabric, NFS over RDMA (``proto=rdma,port=20049``, nfs(5); the server's nfsd listens on the
+  RDMA port 20049, nfs.conf(5) ``[nfsd] rdma=y``).
+
+The links (``nfs_links``): one server serves every client, so what the clients can read or write
+at once is at most the server's storage NICs (``server_nics``: count x rate_gbps, default one
+100 Gb/s port) and at most the clients' own links on the NFS network; the acceptance floors are
+checked against the lower (validation/floors.py).
 """
 
 from __future__ import annotations
@@ -18,13 +25,27 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_choice, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+    require,
+)
 
 IMPLS = ("kernel", "ganesha")
 ACCESS = ("rw", "ro")
 SQUASH = ("root_squash", "no_root_squash", "all_squash")
 GANESHA_SQUASH = {"root_squash": "Root_Squash", "no_root_squash": "No_Root_Squash", "all_squash": "All_Squash"}
 CLIENT_OPTIONS = "rw,hard,proto=tcp,vers=4.2,nconnect=8"
+PROTOS = ("tcp", "rdma")
+#: NFS over RDMA: the IANA port of nfsrdma (nfs(5): "port=20049" with proto=rdma; docs/sources.md [NF1])
+RDMA_PORT = 20049
+RDMA_CLIENT_OPTIONS = f"rw,hard,proto=rdma,port={RDMA_PORT},vers=4.2"
+#: Fabrics that carry RDMA (NFS over RDMA needs an RDMA NIC on both ends)
+RDMA_FABRICS = ("infiniband", "roce")
+#: The server's storage NICs when the inventory does not say: one 100 Gb/s port (a policy default,
+#: 12.5 GB/s; set gpucluster_storage.nfs.server_nics to the server's real ports)
+DEFAULT_SERVER_NICS = {"count": 1, "rate_gbps": 100}
 #: Shared directories (checkpoints, datasets) are world-writable with the sticky bit, like /tmp;
 #: a home tree is root's and holds per-user directories.
 DIR_MODES = {"home": "0755"}
@@ -75,6 +96,60 @@ def shared_directories(paths: dict[str, str], root: str, server_root: str) -> li
     return out
 
 
+def nfs_links(
+    nfs: dict[str, Any],
+    *,
+    fabric_type: str,
+    lab: bool,
+    clients: int,
+    client_link_gbps: float | None,
+    field: str = "gpucluster_storage.nfs",
+) -> dict[str, Any]:
+    """Protocol and the links that carry NFS: the server's NICs and the clients' links, GB/s (GB = 1e9 B).
+
+    ``client_link_gbps``: one client's links on the NFS network, Gb/s (None when the inventory has no rate)."""
+    raw = nfs.get("server_nics", DEFAULT_SERVER_NICS)
+    f = f"{field}.server_nics"
+    require(isinstance(raw, dict), f, raw, "a mapping {count, rate_gbps}")
+    count = int(check_range(raw.get("count", 1), f"{f}.count", 1, 64, integer=True))
+    rate = check_range(raw.get("rate_gbps", DEFAULT_SERVER_NICS["rate_gbps"]), f"{f}.rate_gbps", 1, 3200)
+    rdma_ok = fabric_type in RDMA_FABRICS and not lab
+    proto = check_choice(nfs.get("proto", "tcp"), f"{field}.proto", PROTOS)
+    require(
+        proto == "tcp" or rdma_ok,
+        f"{field}.proto",
+        proto,
+        "tcp: NFS over RDMA needs an InfiniBand or RoCE fabric"
+        + (" (the lab's containers have no RDMA NICs)" if lab else f", and this site's fabric is {fabric_type}"),
+    )
+    server_gbs = count * rate / 8
+    default = "server_nics" not in nfs
+    server_text = f"the NFS server's {count} x {rate:g} Gb/s storage NICs ({f}{', default' if default else ''})"
+    ceiling = {"gbs": round(server_gbs, 1), "link": f"{server_text} = {server_gbs:g} GB/s over {proto.upper()}"}
+    if client_link_gbps:
+        client_gbs = clients * client_link_gbps / 8
+        if client_gbs < server_gbs:
+            ceiling = {
+                "gbs": round(client_gbs, 1),
+                "link": f"{clients} clients x {client_link_gbps:g} Gb/s on the NFS network = {client_gbs:g} GB/s "
+                f"(below {server_text})",
+            }
+    return {
+        "proto": proto,
+        "port": RDMA_PORT if proto == "rdma" else 2049,
+        "rdma_offered": rdma_ok,
+        "rdma_note": (
+            f"NFS over RDMA is available on this {fabric_type} fabric: set {field}.proto: rdma "
+            f"(clients mount proto=rdma,port={RDMA_PORT}; the server's nfsd listens on {RDMA_PORT})"
+            if rdma_ok and proto == "tcp"
+            else ""
+        ),
+        "server_nics": {"count": count, "rate_gbps": rate, "default": default},
+        "server_gbs": server_gbs,
+        "ceilings": {"read_gbps": ceiling, "write_gbps": ceiling},
+    }
+
+
 def nfs_plan(
     *,
     nfs: dict[str, Any],
@@ -83,8 +158,11 @@ def nfs_plan(
     addresses: dict[str, Any],
     paths: dict[str, str],
     field: str = "gpucluster_storage.nfs",
+    links: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Server, exports (kernel /etc/exports text and ganesha blocks' data) and client mount units."""
+    """Server, exports (kernel /etc/exports text and ganesha blocks' data) and client mount units;
+    ``links`` (nfs_links) sets the protocol of the mounts and rides along in the plan."""
+    client_options = RDMA_CLIENT_OPTIONS if links and links["proto"] == "rdma" else CLIENT_OPTIONS
     require(bool(servers), "groups.nfs_server", servers, "one host in group nfs_server when storage is nfs")
     require(len(servers) == 1, "groups.nfs_server", servers, "exactly one host in group nfs_server")
     server = servers[0]
@@ -142,7 +220,7 @@ def nfs_plan(
                 "what": what,
                 "where": mount_point,
                 "type": "nfs",
-                "options": CLIENT_OPTIONS if access == "rw" else CLIENT_OPTIONS.replace("rw,", "ro,", 1),
+                "options": client_options if access == "rw" else client_options.replace("rw,", "ro,", 1),
                 "unit_name": unit,
                 "unit_path": f"/etc/systemd/system/{unit}",
             }
@@ -163,6 +241,7 @@ def nfs_plan(
         "exports_text": "".join(e["exports_line"] + "\n" for e in exports),
         "server_directories": directories,
         "client_mounts": mounts,
+        **({"links": links} if links else {}),
     }
 
 

@@ -3,13 +3,28 @@
 nccl-tests bus bandwidth (busbw = algbw x 2(n-1)/n for all_reduce, docs/sources.md §3.2) is gated
 on large-message rows (8 GiB), not on "# Avg bus bandwidth", which averages every size
 (docs/sources.md §3.1).
+
+Every floor lies within the links that carry it (DESIGN.md, bring-up rules); ``link_ceilings`` gives
+each link's line rate:
+- in a node: NVLink per direction per GPU (a ring's busbw reaches the line rate at most, ~370 of
+  450 GB/s on H100, docs/sources.md [I1]); NVSwitch boards of NVLink4 and later reduce in the switch
+  (NVLS), so each GPU's link carries its data once each way and busbw reaches link x 2(n-1)/n
+  (~480 GB/s on H100, docs/sources.md [I1][I4]); without NVLink (or between bridged pairs) every
+  byte crosses the GPU's own PCIe x16 link (compute/interconnect.py, docs/sources.md [S18]);
+- across nodes: the NICs of a node, each at min(its line rate, its PCIe x16 slot), and, on a node
+  whose GPUs have no NVSwitch, the GPU's PCIe x16 link (each rank of the ring sends its busbw over it);
+- storage: the storage servers' NICs (NFS: ``gpucluster_storage.nfs.server_nics``) and the
+  clients' links, whatever the protocol (TCP or RDMA carry no more than the line rate).
+A floor the site set above its ceiling is a PlanError naming the field; a floor the engine computed
+(or took from a tier or a published threshold) above ``LINK_EFFICIENCY`` x its ceiling is lowered to
+that, and ``reasons`` says why.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TierProfile
 
 GATE_MESSAGE_BYTES = 8 * 2**30
@@ -36,6 +51,88 @@ INTER_NODE_EFFICIENCY = 0.85
 # Without a model-specific number, a NIC must reach this share of its line rate
 # (375 Gb/s of 400 for H100/NDR is 94 %; 185 of 200 for A100/HDR is 92.5 %).
 NIC_GENERIC_EFFICIENCY = 0.9
+#: A computed floor never asks more than this share of the links that carry it: the inter-node
+#: floor's 85 % of line rate (docs/sources.md [I3]: ~400 GB/s peak for 8x 400G) applied to any link.
+LINK_EFFICIENCY = INTER_NODE_EFFICIENCY
+#: NVLink SHARP (in-switch reduction) from NVLink4 NVSwitch on (docs/sources.md [I1][I4], NCCL nvls.cc [N2])
+NVLS_MIN_NVLINK_GEN = 4
+
+
+def _gbs(value: float) -> float:
+    return round(value, 1)
+
+
+def link_ceilings(
+    *,
+    intra_node: dict[str, Any] | None,
+    gpus_per_node: int,
+    fabric_type: str,
+    compute_nics_per_node: int,
+    link_rate_gbps: float | None,
+) -> dict[str, dict[str, Any]]:
+    """Line-rate ceilings (GB/s; ib_write_bw in Gb/s) of the all_reduce and NIC floors, each with the link
+    that sets it. Keys as the floors'; a floor with no known link has no entry."""
+    out: dict[str, dict[str, Any]] = {}
+    if not intra_node:
+        return out
+    kind, pcie = intra_node["kind"], float(intra_node["pcie_gbs_per_direction"])
+    pcie_text = f"PCIe Gen{intra_node['pcie_gen']} x16, {pcie:g} GB/s per direction (docs/sources.md [S18])"
+    gpn = max(1, int(gpus_per_node))
+    if kind == "nvswitch":
+        link = float(intra_node["link_gbs_per_direction"])
+        if (intra_node.get("nvlink_gen") or 0) >= NVLS_MIN_NVLINK_GEN and gpn > 1:
+            factor = busbw_factor("all_reduce", gpn)
+            intra = {
+                "gbs": _gbs(link * factor),
+                "link": f"NVLink{intra_node['nvlink_gen']} {link:g} GB/s per direction x {factor:g} (2(n-1)/n, "
+                f"n={gpn}): NVLS reduces in the switch, each GPU's link carries its data once each way "
+                "(docs/sources.md [I1][I4])",
+            }
+        else:
+            intra = {"gbs": _gbs(link), "link": f"NVLink{intra_node['nvlink_gen']} {link:g} GB/s per direction"}
+        gpu_link = None
+    elif kind == "nvlink_bridge" and gpn <= int(intra_node["domain_gpus"]):
+        link = float(intra_node["link_gbs_per_direction"])
+        intra = {"gbs": _gbs(link), "link": f"NVLink bridge {link:g} GB/s per direction"}
+        gpu_link = None
+    else:  # pcie only, or bridged pairs whose ring crosses PCIe between pairs
+        intra = {"gbs": _gbs(pcie), "link": f"each GPU's {pcie_text}: no NVLink between all GPUs of the node"}
+        gpu_link = intra
+    if gpn > 1:
+        out["allreduce_intra_node_busbw_gbs"] = intra
+    if fabric_type != "none" and link_rate_gbps and compute_nics_per_node:
+        per_nic = min(float(link_rate_gbps), pcie * 8)
+        nics = compute_nics_per_node * per_nic / 8
+        nic_text = (
+            f"{compute_nics_per_node} x {link_rate_gbps:g} Gb/s NICs"
+            + (f", each capped by its {pcie_text}" if per_nic < link_rate_gbps else "")
+            + f" = {nics:g} GB/s"
+        )
+        inter = {"gbs": _gbs(nics), "link": nic_text}
+        if gpu_link is not None and gpu_link["gbs"] < nics:
+            inter = {"gbs": gpu_link["gbs"], "link": f"{gpu_link['link']} (below the node's {nic_text})"}
+        out["allreduce_inter_node_busbw_gbs"] = inter
+        out["nic_write_bw_gbps"] = {
+            "gbs": _gbs(per_nic),
+            "link": f"{link_rate_gbps:g} Gb/s NIC line rate"
+            + (f", capped by its {pcie_text}" if per_nic < link_rate_gbps else ""),
+        }
+    return out
+
+
+def _capped(
+    key: str, floor: float | None, ceilings: dict[str, dict[str, Any]], how: dict[str, str], unit: str = "GB/s"
+) -> float | None:
+    """A computed floor within its ceiling: above it, LINK_EFFICIENCY x the ceiling, and ``how`` says why."""
+    ceiling = ceilings.get(key)
+    if floor is None or ceiling is None or floor <= ceiling["gbs"]:
+        return floor
+    top = _gbs(LINK_EFFICIENCY * ceiling["gbs"])
+    how[key] = (
+        f"lowered from {floor:g} to {top:g} {unit}: {floor:g} is above the {ceiling['gbs']:g} {unit} of "
+        f"{ceiling['link']}; the floor is {LINK_EFFICIENCY:g} x that ceiling"
+    )
+    return top
 
 
 def busbw_factor(op: str, ranks: int) -> float:
@@ -59,15 +156,38 @@ def validation_floors(
     nodes: int,
     intra_node: dict[str, Any] | None = None,
     intra_floor_gbs: float | None = None,
+    gpus_per_node: int = 8,
+    storage_ceilings: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The floors; ``intra_node`` (compute/interconnect.py) says what an unsourced in-node floor would cross,
-    ``intra_floor_gbs`` is the site's own (gpucluster_node.allreduce_intra_node_busbw_gbs)."""
-    reasons: dict[str, str] = {}
+    """The floors; ``intra_node`` (compute/interconnect.py) says what the in-node links are,
+    ``intra_floor_gbs`` is the site's own (gpucluster_node.allreduce_intra_node_busbw_gbs),
+    ``storage_ceilings`` the storage links' {read_gbps, write_gbps: {gbs, link}} (storage/nfs.py).
+    ``ceilings``: each floor's link ceiling; a floor the site set above it is a PlanError."""
+    reasons: dict[str, str] = {}  # why a floor is missing
+    how: dict[str, str] = {}  # how a floor was reached, where the link ceiling shaped it
+    ceilings = link_ceilings(
+        intra_node=intra_node,
+        gpus_per_node=gpus_per_node,
+        fabric_type=fabric_type,
+        compute_nics_per_node=compute_nics_per_node,
+        link_rate_gbps=link_rate_gbps,
+    )
+    for rw in ("read", "write"):
+        if storage_ceilings and storage_ceilings.get(f"{rw}_gbps"):
+            ceilings[f"storage_{rw}_gbps"] = storage_ceilings[f"{rw}_gbps"]
     intra = INTRA_NODE_ALLREDUCE_GBS.get(gpu_model)
     intra_source = INTRA_NODE_SOURCE.get(gpu_model)
     if intra_floor_gbs is not None:
         intra = check_range(intra_floor_gbs, INTRA_NODE_FLOOR_FIELD, 1, 100000, unit=" GB/s")
         intra_source = f"{INTRA_NODE_FLOOR_FIELD}: the site's calibration on a healthy node"
+        ceiling = ceilings.get("allreduce_intra_node_busbw_gbs")
+        if ceiling and intra > ceiling["gbs"]:
+            raise PlanError(
+                INTRA_NODE_FLOOR_FIELD,
+                intra_floor_gbs,
+                f"at most {ceiling['gbs']:g} GB/s, the ceiling of {ceiling['link']}: a floor above the links that "
+                "carry it fails every healthy node",
+            )
     elif intra is None:
         reasons["allreduce_intra_node_busbw_gbs"] = f"no sourced single-node all_reduce threshold for {gpu_model}"
         if intra_node and intra_node.get("kind") == "pcie":
@@ -76,6 +196,8 @@ def validation_floors(
                 f"direction, PCIe Gen{intra_node['pcie_gen']} x16, docs/sources.md [S18]): measure a healthy node "
                 f"and set {INTRA_NODE_FLOOR_FIELD}"
             )
+    else:
+        intra = _capped("allreduce_intra_node_busbw_gbs", intra, ceilings, how)
     inter = None
     nic = None
     if nodes < 2:
@@ -86,19 +208,32 @@ def validation_floors(
             reasons["allreduce_inter_node_busbw_gbs"] = "no compute fabric"
     else:
         if nodes >= 2:
-            inter = round(INTER_NODE_EFFICIENCY * compute_nics_per_node * link_rate_gbps / 8, 1)
+            ceiling = ceilings.get("allreduce_inter_node_busbw_gbs")
+            if ceiling:
+                inter = _gbs(INTER_NODE_EFFICIENCY * ceiling["gbs"])
+                how["allreduce_inter_node_busbw_gbs"] = (
+                    f"{INTER_NODE_EFFICIENCY:g} x {ceiling['gbs']:g} GB/s, the ceiling of {ceiling['link']} "
+                    "(docs/sources.md [I3]: ~400 GB/s peak for 8x 400G)"
+                )
+            else:
+                inter = _gbs(INTER_NODE_EFFICIENCY * compute_nics_per_node * link_rate_gbps / 8)
         sourced = NIC_FLOOR.get(gpu_model)
+        nic_rate = float(ceilings.get("nic_write_bw_gbps", {}).get("gbs", link_rate_gbps))
         if sourced and sourced[1] == link_rate_gbps:
-            nic = sourced[0]
+            nic = _capped("nic_write_bw_gbps", sourced[0], ceilings, how, "Gb/s")
         else:
-            nic = round(NIC_GENERIC_EFFICIENCY * link_rate_gbps, 1)
+            nic = _gbs(NIC_GENERIC_EFFICIENCY * nic_rate)
+    storage_read = _capped("storage_read_gbps", tier.storage_read_gbps[0], ceilings, how)
+    storage_write = _capped("storage_write_gbps", tier.storage_write_gbps[0], ceilings, how)
     return {
         "gate_message_bytes": GATE_MESSAGE_BYTES,
         "allreduce_intra_node_busbw_gbs": intra,
         "allreduce_intra_node_source": intra_source,
         "allreduce_inter_node_busbw_gbs": inter,
         "nic_write_bw_gbps": nic,
-        "storage_read_gbps": tier.storage_read_gbps[0],
-        "storage_write_gbps": tier.storage_write_gbps[0],
+        "storage_read_gbps": storage_read,
+        "storage_write_gbps": storage_write,
+        "ceilings": ceilings,
+        "how": how,
         "reasons": reasons,
     }

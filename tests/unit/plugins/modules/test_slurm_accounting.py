@@ -217,3 +217,23 @@ def test_a_failing_sacctmgr_fails_the_task_with_its_message(tmp_path: Path, caps
 def test_parse_tres_keeps_other_tres() -> None:
     assert slurm_accounting.parse_tres("cpu=2,gres/gpu=4") == {"cpu": "2", "gres/gpu": "4"}
     assert slurm_accounting.parse_tres("") == {}
+
+
+def test_mig_limits_are_set_on_billing_and_clear_the_old_gpu_limit() -> None:
+    """A MIG site's limits count MIG slices (gpu_tres billing); a gres/gpu limit left from before is cleared."""
+    want = [{"name": "high", "priority": 100, "grp_gpus": 28, "max_gpus_per_user": 28, "gpu_tres": "billing"}]
+    have = {"high": {"priority": "100", "preempt": "", "preemptmode": "cluster", "grptres": "gres/gpu=4",
+                     "maxtrespu": "gres/gpu=4"}}  # fmt: skip
+    cmds = slurm_accounting.qos_commands(want, have)
+    assert cmds == [
+        ["modify", "qos", "where", "name=high", "set", "grptres=billing=28,gres/gpu=-1",
+         "maxtresperuser=billing=28,gres/gpu=-1"]
+    ]  # fmt: skip
+    have["high"].update(grptres="billing=28", maxtrespu="billing=28")
+    assert slurm_accounting.qos_commands(want, have) == []
+    accounts = [{"name": "research", "fairshare": 50, "grp_gpus": 70, "gpu_tres": "billing"}]
+    assocs = [{"account": "research", "user": "", "partition": "", "fairshare": "50", "grptres": "gres/gpu=10",
+               "qos": "", "defaultqos": ""}]  # fmt: skip
+    assert slurm_accounting.account_commands("c", accounts, assocs) == [
+        ["modify", "account", "where", "name=research", "cluster=c", "set", "grptres=billing=70,gres/gpu=-1"]
+    ]

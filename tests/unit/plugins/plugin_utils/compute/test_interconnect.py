@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import PCIE_X16_GBS, intra_node
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import (
+    PCIE_GTS,
+    PCIE_X16_GBS,
+    intra_node,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import (
     INTRA_NODE_UNSET,
     intra_node_transport,
@@ -33,9 +37,11 @@ def test_link_kind_domain_and_bandwidth(model: str, kind: str, domain: int, gbs:
 
 
 def test_pcie_generation_sets_the_pcie_figure() -> None:
-    """docs/sources.md [S18]: Gen4 31, Gen5 63, Gen6 121 GB/s per direction; Gen3 the same arithmetic."""
-    assert PCIE_X16_GBS == {3: 15.75, 4: 31.0, 5: 63.0, 6: 121.0}
-    assert intra_node(gpu_model("l40s"), 8, 4).link_gbs_per_direction == 31
+    """docs/sources.md [S18]: Gen4 31.5, Gen5 63, Gen6 121 GB/s per direction; Gen3-5 from GT/s x 16 x 128/130 / 8."""
+    assert PCIE_X16_GBS == {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+    for gen in (3, 4, 5):
+        assert PCIE_X16_GBS[gen] == pytest.approx(PCIE_GTS[gen] * 16 * 128 / 130 / 8, abs=0.05)
+    assert intra_node(gpu_model("l40s"), 8, 4).link_gbs_per_direction == 31.5
     with pytest.raises(PlanError, match="pcie_gen"):
         intra_node(gpu_model("l40s"), 8, 7)
 

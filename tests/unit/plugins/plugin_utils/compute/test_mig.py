@@ -236,8 +236,49 @@ def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
     )
     assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:1g.10gb:28,gpu:h100:4 " in line for line in lines)
     assert plan["slurm"]["gres_conf_lines"] == ["NodeName=compute[01-02] AutoDetect=nvml"]
-    # accounting counts every GPU (gres/gpu) and each planned MIG profile by name
-    assert plan["slurm"]["accounting_tres"] == "gres/gpu,gres/gpu:1g.10gb,gres/gpu:2g.20gb,gres/gpu:3g.40gb"
+    # accounting counts every GPU (gres/gpu) and each planned MIG profile and the whole GPUs by name
+    assert (
+        plan["slurm"]["accounting_tres"] == "gres/gpu,gres/gpu:1g.10gb,gres/gpu:2g.20gb,gres/gpu:3g.40gb,gres/gpu:h100"
+    )
+
+
+def test_mig_site_bills_and_limits_in_mig_slices() -> None:
+    """Issue 26: a 1g.10gb slice bills 1 of 7, not a whole H100; the QOS limits are billing in slices."""
+    plan = _tier2(POLICY)
+    acct = plan["slurm"]["accounting"]
+    billing = acct["billing"]
+    assert billing["unit"] == "mig_slice" and billing["per_gpu"] == 7
+    assert billing["weights"] == {"1g.10gb": 1, "2g.20gb": 2, "3g.40gb": 3, "h100": 7}
+    # a job naming its type is counted as gres/gpu and gres/gpu:<type> ([SL21]): untyped + typed = slices
+    assert acct["billing_weights"] == (
+        "GRES/gpu=1,GRES/gpu:1g.10gb=0,GRES/gpu:2g.20gb=1,GRES/gpu:3g.40gb=2,GRES/gpu:h100=6"
+    )
+    for name, slices in billing["weights"].items():
+        typed = float(acct["billing_weights"].split(f"GRES/gpu:{name}=")[1].split(",")[0])
+        assert billing["untyped"] + typed == slices
+    high = next(q for q in acct["qos"] if q["name"] == "high")
+    assert (high["gpu_tres"], high["grp_gpus"]) == ("billing", 4 * 7)  # 25 % of 16 GPUs, in slices
+    assert all(a["gpu_tres"] == "billing" for a in acct["accounts"])
+    conf = plan["slurm"]["partitions"]
+    assert conf  # the slurm.conf partitions carry the same weights (template: a.billing_weights)
+    section = next(s for s in plan["report"] if s["title"] == "MIG partitioning")
+    assert any(r[0] == "Slurm billing (MIG slices)" for r in section["rows"])
+    assert any(r[0] == "Slurm GPU limits unit" and "high 28" in r[2] for r in section["rows"])
+
+
+def test_site_set_mig_billing_weight_and_its_errors() -> None:
+    model = GPUS["h100_sxm"]
+    m = mig.mig_plan([{"profiles": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}], model, ["c1"], 8)
+    b = mig.billing_weights(m, "h100", {"1g.10gb": 0.25})
+    assert b["weights"]["1g.10gb"] == 1.75 and b["untyped"] == 1.75
+    assert "GRES/gpu:3g.40gb=1.25" in b["text"]
+    with pytest.raises(PlanError, match=r"gpucluster_slurm\.mig_billing_weights\.7g\.80gb"):
+        mig.billing_weights(m, "h100", {"7g.80gb": 1})
+    with pytest.raises(PlanError, match=r"gpucluster_slurm\.mig_billing_weights\.1g\.10gb"):
+        mig.billing_weights(m, "h100", {"1g.10gb": 2})
+    with pytest.raises(PlanError, match=r"gpucluster_slurm\.mig_billing_weights"):
+        mig.billing_weights(None, "h100", {"1g.10gb": 0.5})
+    assert mig.billing_weights(None, "h100")["text"] == "GRES/gpu=1.0"
 
 
 def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:

@@ -10,7 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import tenants, tenants_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import (
+    largest_remainder,
+    tenants,
+    tenants_plan,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 
 
@@ -73,3 +77,29 @@ def test_guaranteed_gpus_never_exceed_the_cluster(gpus: int, shares: list[float]
         return  # refused (over 100% or under one GPU): nothing is planned
     assert sum(t["gpus"] for t in planned) <= gpus
     assert all(1 <= t["gpus"] <= gpus and t["borrowing_limit_gpus"] <= gpus for t in planned)
+
+
+def test_largest_remainder_gives_the_spare_gpu_to_the_largest_fraction() -> None:
+    """Issue 26: 50/30/20 % of 48 GPUs is 24/14/10 (flooring gives 24/14/9 and one GPU nobody is guaranteed)."""
+    raw = [
+        {"name": "a", "gpu_share_percent": 50},
+        {"name": "b", "gpu_share_percent": 30},
+        {"name": "c", "gpu_share_percent": 20},
+    ]
+    assert [t["gpus"] for t in tenants_plan(raw, 48)] == [24, 14, 10]
+    assert largest_remainder([100 / 3] * 3, 64) == [22, 21, 21]  # ties go to the earlier team
+    assert largest_remainder([30, 20], 64) == [19, 13]  # 19.2 + 12.8 = 32 exactly
+
+
+@given(
+    gpus=st.integers(min_value=1, max_value=100_000),
+    weights=st.lists(st.integers(min_value=1, max_value=1000), min_size=1, max_size=12),
+)
+def test_shares_summing_to_100_percent_give_exactly_the_cluster(gpus: int, weights: list[int]) -> None:
+    """Largest remainder: the quotas always sum to the total, each within one GPU of its exact share."""
+    shares = [100 * w / sum(weights) for w in weights]
+    shares[-1] = 100 - sum(shares[:-1])  # exactly 100 % in all, as an inventory would write it
+    quotas = largest_remainder(shares, gpus)
+    exact = [gpus * s / 100 for s in shares]
+    assert sum(quotas) == gpus or abs(sum(exact) - gpus) > 1e-9
+    assert all(abs(q - e) < 1 + 1e-9 for q, e in zip(quotas, exact, strict=True))

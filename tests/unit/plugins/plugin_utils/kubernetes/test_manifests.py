@@ -45,7 +45,10 @@ def _quota(obj: dict[str, Any], resource: str, key: str = "nominalQuota") -> Any
 
 
 def _mib(value: Any) -> int:
-    return int(str(value).removesuffix("Mi")) if value else 0
+    text = str(value)
+    if text.endswith("Gi"):
+        return int(text.removesuffix("Gi")) * 1024
+    return int(text.removesuffix("Mi")) if value else 0
 
 
 def _worker(obj: dict[str, Any]) -> dict[str, Any]:
@@ -67,9 +70,18 @@ def test_the_quotas_add_up_to_what_the_nodes_have(plan: dict[str, Any]) -> None:
     holders = _objects(plan, "ClusterQueue") + _objects(plan, "Cohort")
     assert sum(_quota(o, GPU) for o in holders) == cl["gpus_total"] == 64
     assert sum(int(_quota(o, "cpu")) for o in holders) == shape["cpus"] * cl["compute_nodes"]
-    assert sum(_mib(_quota(o, "memory")) for o in holders) == plan["slurm"]["real_memory_mib"] * cl["compute_nodes"]
-    # the node's CPUs are the Slurm node line's (2 sockets x 56 cores x 2 threads), not typed twice
-    assert shape["cpus"] == 224 and "CPUs=224 " in plan["slurm"]["node_line"]
+    assert sum(_mib(_quota(o, "memory")) for o in holders) == shape["memory_mib"] * cl["compute_nodes"]
+    # the node's CPUs are the Slurm node line's (2 sockets x 56 cores x 2 threads), not typed twice;
+    # the quotas are the Node Allocatable: less kube-reserved and system-reserved (1 CPU each) and, for
+    # memory, less the OS reserve, kube-reserved 2 GiB and the 100 MiB hard eviction threshold ([K1])
+    assert shape["capacity_cpus"] == 224 and "CPUs=224 " in plan["slurm"]["node_line"]
+    assert shape["cpus"] == 222
+    assert shape["memory_mib"] == plan["slurm"]["real_memory_mib"] - 2048 - 100
+    kubelet = plan["kubernetes"]["kubelet"]
+    assert kubelet["kubeReserved"] == {"cpu": "1", "memory": "2048Mi"}
+    assert kubelet["evictionHard"] == {"memory.available": "100Mi"}
+    reserved = shape["capacity_memory_mib"] - plan["slurm"]["real_memory_mib"]
+    assert kubelet["systemReserved"] == {"cpu": "1", "memory": f"{reserved}Mi"}
 
 
 def test_each_team_gets_its_share_and_its_borrowing_limit(plan: dict[str, Any]) -> None:
@@ -106,7 +118,8 @@ def test_shares_under_100_percent_leave_the_rest_to_the_cohort() -> None:
     site["gpucluster_tenants"] = [{"name": "a", "gpu_share_percent": 30}, {"name": "b", "gpu_share_percent": 20}]
     plan = cluster_plan(site, groups)
     (cohort,) = _objects(plan, "Cohort")
-    assert _quota(cohort, GPU) == 64 - 19 - 12  # floor(64 * 30 %) = 19, floor(64 * 20 %) = 12
+    # largest remainder: 64 x 30 % = 19.2 and 64 x 20 % = 12.8 give 19 and 13 (32 = 64 x 50 % in all)
+    assert _quota(cohort, GPU) == 64 - 19 - 13
 
 
 def test_worker_pods_carry_the_nccl_conf_and_take_whole_nodes(plan: dict[str, Any]) -> None:
@@ -173,8 +186,9 @@ def test_fat_tree_topology_is_block_rack_host(plan: dict[str, Any]) -> None:
     per_rack = plan["power"]["nodes_per_rack"]  # 4: two racks of four
     racks = [v["labels"]["gpucluster.io/rack"] for v in nodes.values()]
     assert racks == ["rack01"] * per_rack + ["rack02"] * per_rack
-    (flavor,) = _objects(plan, "ResourceFlavor")
+    flavor, cpu = _objects(plan, "ResourceFlavor")
     assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    assert cpu["spec"]["nodeLabels"]["gpucluster.io/node-pool"] == "cpu"
     for v in nodes.values():
         assert all(label in v["labels"] for label in levels if label != "kubernetes.io/hostname")
         assert v["labels"]["gpucluster.io/gpu-count"] == "8" and v["labels"]["gpucluster.io/cooling"] == "dlc"
@@ -224,3 +238,64 @@ def test_a_team_quota_above_the_cluster_names_the_field() -> None:
     with pytest.raises(PlanError) as err:
         manifests.check_tenants(two, 64)
     assert err.value.field == "gpucluster_tenants" and "found 72" in err.value.allowed
+
+
+def _fits(request: dict[str, Any], node: dict[str, Any]) -> bool:
+    return int(request["cpu"]) <= node["cpu"] and _mib(request["memory"]) <= node["memory_mib"]
+
+
+@pytest.mark.parametrize("inventory", ["tier4-k8s", "tier2"])
+def test_a_whole_cluster_rayjob_fits_its_nodes_head_included(inventory: str) -> None:
+    """Issue 26: each worker leaves the kubelet's and the system's reservation and the DaemonSets room on its
+    GPU node, and the Ray head runs on the CPU pool (its own selector and flavor), not on a GPU node."""
+    site, groups = load_inventory(inventory)
+    site = copy.deepcopy(site)
+    site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "scheduler": "kubernetes"}
+    plan = cluster_plan(site, groups)
+    k8s = plan["kubernetes"]
+    shape = k8s["node_shape"]
+    allocatable = {"cpu": shape["cpus"], "memory_mib": shape["memory_mib"]}
+    gpu_flavor, cpu_flavor = _objects(plan, "ResourceFlavor")
+    (job,) = _objects(plan, "RayJob")
+    spec = job["spec"]["rayClusterSpec"]
+    worker = _worker(job)
+    (container,) = worker["template"]["spec"]["containers"]
+    req = container["resources"]["requests"]
+    left = {"cpu": allocatable["cpu"] - int(req["cpu"]), "memory_mib": allocatable["memory_mib"] - _mib(req["memory"])}
+    assert left == {"cpu": manifests.DAEMONSET_CPU, "memory_mib": manifests.DAEMONSET_MEMORY_MIB}
+    assert worker["replicas"] == plan["cluster"]["compute_nodes"]  # one worker per GPU node: the whole cluster
+    head = spec["headGroupSpec"]["template"]["spec"]
+    (head_container,) = head["containers"]
+    # the head selects the CPU pool: no GPU node matches it, and Kueue cannot give it the GPU flavor
+    assert head["nodeSelector"]["gpucluster.io/node-pool"] == "cpu"
+    assert gpu_flavor["spec"]["nodeLabels"]["gpucluster.io/node-pool"] == "gpu"
+    assert all(cpu_flavor["spec"]["nodeLabels"][k] == v for k, v in head["nodeSelector"].items())
+    pool = k8s["cpu_pool"]
+    assert list(pool) == [plan["cluster"]["head"]]
+    assert all(v["labels"]["gpucluster.io/node-pool"] == "gpu" for v in k8s["nodes"].values())
+    assert all(k8s["nodes"][h]["labels"]["gpucluster.io/node-pool"] != "cpu" for h in k8s["nodes"])
+    # every queue that may admit the job has the head's CPU on the CPU pool flavor
+    for cq in _objects(plan, "ClusterQueue"):
+        (group,) = cq["spec"]["resourceGroups"]
+        heads = next(f for f in group["flavors"] if f["name"] == cpu_flavor["metadata"]["name"])
+        quota = {r["name"]: r["nominalQuota"] for r in heads["resources"]}
+        assert _fits(
+            head_container["resources"]["requests"], {"cpu": quota["cpu"], "memory_mib": _mib(quota["memory"])}
+        )
+        assert quota[GPU] == 0
+    # the head pod's node (the cluster's head) carries no GPU taint and is patched without a spec
+    (head_node,) = [o for o in _objects(plan, "Node") if o["metadata"]["name"] == plan["cluster"]["head"]]
+    assert "spec" not in head_node
+
+
+def test_without_a_cpu_pool_the_head_shares_a_gpu_node_and_the_workers_leave_it_room() -> None:
+    site, groups = _k8s_site("tier1")
+    site.pop("gpucluster_tenants", None)
+    plan = cluster_plan(site, groups)
+    assert plan["kubernetes"]["cpu_pool"] == {}
+    sizes = plan["kubernetes"]["ray"]
+    shape = plan["kubernetes"]["node_shape"]
+    assert sizes["head"]["node_pool"] == "gpu"
+    assert sizes["worker"]["cpu"] + sizes["head"]["cpu"] + manifests.DAEMONSET_CPU == shape["cpus"]
+    head = _objects(plan, "RayJob")[0]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"]["gpucluster.io/node-pool"] == "gpu"

@@ -52,10 +52,11 @@ def test_one_account_per_team_with_its_share_users_and_gpu_cap() -> None:
     assert list(accounts) == [t["name"] for t in plan["tenants"]] == ["research", "product", "evaluation"]
     assert [a["fairshare"] for a in accounts.values()] == [50, 30, 20]
     assert accounts["research"]["users"] == ["alice", "bob"]
-    # research may borrow the whole cluster: no cap; product: 9 guaranteed + 8 borrowed of 32;
-    # evaluation borrows nothing: capped at its 6 guaranteed GPUs
+    # research may borrow the whole cluster: no cap; product: 10 guaranteed (9.6, the largest remainder
+    # of 50/30/20 % of 32 gets the spare GPU) + 8 borrowed of 32; evaluation borrows nothing: capped at
+    # its 6 guaranteed GPUs
     assert accounts["research"]["grp_gpus"] is None
-    assert accounts["product"]["grp_gpus"] == 17
+    assert accounts["product"]["grp_gpus"] == 18
     assert accounts["evaluation"]["grp_gpus"] == 6
     assert all(a["default_qos"] == "normal" and "normal" in a["qos"] for a in accounts.values())
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import (
+    C2C_GBS_PER_DIRECTION,
     FIELD,
     MARKER,
     async_inputs,
@@ -50,25 +51,90 @@ def test_tier2_reference_numbers() -> None:
     assert d["copy_time_s"] == pytest.approx(65.3) and d["drain_time_s"] == pytest.approx(200.7)
     assert d["drain_window_s"] == 1730.0 and d["fits_window"]
     assert d["stall_sync_s"] == 49.0 and d["overlap_sync"] == pytest.approx(49 / 1800, abs=1e-4)
-    assert d["stall_async_s"] == 70.0  # 490 GB at the default 7 GB/s local write
+    # async blocks only for the device-to-host copy ([M4][M5]): 490 GB / 8 GPUs = 61.25 GB per GPU over
+    # PCIe Gen5 x16 (63 GB/s) = 0.97 s, plus the framework's 5 s; the 490 GB write to local NVMe
+    # (70 s at 7 GB/s) runs in the background, within the interval
+    assert d["copy_d2h_s"] == pytest.approx(0.97) and d["stall_async_s"] == 6.0
+    assert d["background_write_s"] == 70.0 and d["fits_background"]
+    assert d["pinned_bytes"] == 490_000_000_000 and d["fits_ram"] is None  # no RAM given here
     assert d["check"] == [] and d["fits_capacity"] is None
 
 
 def test_async_stall_beats_sync_on_a_slow_fs() -> None:
     """Article 000's case: a busy FS (here 2 GB/s) makes the sync stall long; the local write does not."""
     d = _drain(rated_write_gbps=2)
-    assert d["stall_sync_s"] == 490.0 and d["stall_async_s"] == 70.0
+    assert d["stall_sync_s"] == 490.0 and d["stall_async_s"] == 6.0
     assert d["overlap_async"] < 0.05 < d["overlap_sync"]  # "from 20-30 % to under 5 %" direction
     rows = drain_rows(d, 980_000_000_000, 2, 30)
     assert "not shorter than sync" not in rows[-1][2]
 
 
 def test_the_report_says_when_async_is_not_shorter() -> None:
-    d = _drain()  # 20 GB/s over 2 nodes is 10 GB/s a node, faster than the 7 GB/s staging disk
+    """A measured 1 GB/s device-to-host copy (pageable memory, say): 61.25 s + 5 s, longer than sync's 49 s."""
+    d = _drain({"host_link_gbps": 1})
+    assert d["stall_async_s"] == pytest.approx(66.2, abs=0.1) and d["host_link"] == f"{FIELD}.host_link_gbps"
     rows = {r[0]: r for r in drain_rows(d, 980_000_000_000, 2, 30)}
     assert "not shorter than sync" in rows["stall per checkpoint, async (s)"][2]
     assert "rsync --bwlimit=7324218" in rows["drain limit per node (GB/s)"][2]
     assert "20 GB/s FS write x (1 - read_headroom 0.25) / 2 nodes" in rows["drain limit per node (GB/s)"][2]
+
+
+def _plan_drain(**kw: float) -> dict:
+    return drain_plan(
+        async_inputs({}, "lustre", "/raid"),
+        checkpoint_bytes=5_670_000_000_000,  # tier4: 405B x 14 B
+        interval_min=30,
+        fs_write_gbps=120,
+        nodes=8,
+        remote_path="/lustre/aifs/checkpoints",
+        gpus_per_node=8,
+        **kw,
+    )
+
+
+def test_tier4_async_stall_is_the_pcie_copy_not_the_local_write() -> None:
+    """Issue 26: the old model put tier4's async stall at 101 s (the local write) against 47 s sync. The
+    frameworks block only for the copy to pinned host memory ([M4][M5]): 88.6 GB per GPU over PCIe Gen5
+    x16 is 1.4 s (+ 5 s); sync is 708.75 GB per node / min(15 GB/s FS share, 100 GB/s link) = 47.3 s."""
+    d = _plan_drain(host_link_gbps=63, node_ram_bytes=2048 * 2**30, client_link_gbps=100)
+    assert d["stall_async_s"] == pytest.approx(6.4, abs=0.05)
+    assert d["stall_sync_s"] == pytest.approx(47.2, abs=0.1)
+    assert d["stall_async_s"] < d["stall_sync_s"]
+    assert d["background_write_s"] == pytest.approx(101.2, abs=0.1) and d["fits_background"]
+    assert d["fits_ram"] and d["sync_bound"] == "FS share"
+    # a slow client link bounds sync instead: 708.75 GB / 12.5 GB/s (one 100G port)
+    slow = _plan_drain(client_link_gbps=12.5)
+    assert slow["stall_sync_s"] == pytest.approx(56.7, abs=0.1) and slow["sync_bound"] == "client link"
+    # NVLink-C2C (Grace parts): the site sets the host link; the copy is a seventh of PCIe Gen5's
+    c2c = drain_plan(
+        async_inputs({"host_link_gbps": C2C_GBS_PER_DIRECTION}, "lustre", "/raid"),
+        checkpoint_bytes=5_670_000_000_000, interval_min=30, fs_write_gbps=120, nodes=8,
+        remote_path="/lustre/aifs/checkpoints",
+    )  # fmt: skip
+    assert c2c["copy_d2h_s"] == pytest.approx(88.59 / 450, abs=0.01)
+
+
+def test_pinned_buffers_beyond_half_the_ram_stop_the_plan() -> None:
+    d = _plan_drain(node_ram_bytes=1024 * 2**30)  # 660 GiB of pinned shard > 512 GiB
+    assert d["fits_ram"] is False
+    assert any("pin 660 GiB" in c and "gpucluster_node.memory_gib" in c for c in d["check"])
+
+
+def test_a_background_write_longer_than_the_interval_stops_the_plan() -> None:
+    d = _plan_drain()
+    slow = drain_plan(
+        async_inputs({"staging_write_gbps": 0.3}, "lustre", "/raid"),
+        checkpoint_bytes=5_670_000_000_000, interval_min=30, fs_write_gbps=120, nodes=8,
+        remote_path="/lustre/aifs/checkpoints",
+    )  # fmt: skip
+    assert d["fits_background"] and not slow["fits_background"]
+    assert any("background write" in c and "checkpoint_interval_min" in c for c in slow["check"])
+
+
+def test_async_off_still_reports_what_it_would_stall() -> None:
+    d = _drain(storage_type="local_nvme")
+    rows = {r[0]: r for r in drain_rows(d, 980_000_000_000, 2, 30)}
+    assert rows["stall per checkpoint, async if it were on (s)"][1] == d["stall_async_s"] == 6.0
 
 
 def test_capacity_check_stops_the_plan() -> None:
@@ -107,6 +173,8 @@ def test_local_nvme_has_nothing_to_drain() -> None:
         ({"staging_path": "raid/x"}, "staging_path"),
         ({"staging_path": "/shared/stage"}, "staging_path"),  # inside the shared mount
         ({"staging_path": "/"}, "staging_path"),
+        ({"blocking_overhead_s": -1}, "blocking_overhead_s"),
+        ({"host_link_gbps": 0}, "host_link_gbps"),
     ],
 )
 def test_bad_inputs_name_the_field(raw: dict, field: str) -> None:

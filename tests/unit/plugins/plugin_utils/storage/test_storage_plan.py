@@ -235,8 +235,9 @@ def _below_need() -> dict[str, Any]:
 def test_storage_below_need_stops_the_plan_unless_the_inventory_overrides() -> None:
     stop = _plan("tier3", gpucluster_workload=_below_need())["storage"]["check"]
     assert "gpucluster_workload.allow_storage_below_need: true" in stop[0]
-    # 28 TB checkpoints also drain too slowly for the async staging (storage/checkpoint.py)
-    assert len(stop) == 2 and "the checkpoint drain needs" in stop[1]
+    # 28 TB checkpoints also pin 7 TB of host memory per node, more than half its RAM, and drain too
+    # slowly for the async staging (storage/checkpoint.py)
+    assert len(stop) == 3 and "of host memory per node" in stop[1] and "the checkpoint drain needs" in stop[2]
     allowed = {**_below_need(), "allow_storage_below_need": True}
     assert _plan("tier3", gpucluster_workload=allowed)["storage"]["check"] == []
 
