@@ -5,21 +5,21 @@ Two rules (docs/DESIGN, "The plan against the hardware"):
 - **NVSwitch boards need Fabric Manager.** On an HGX/DGX board (catalog ``nvswitch``: H100/H200/B200 SXM,
   A100 SXM4 8-GPU) the driver leaves each GPU's fabric state "In Progress" until ``nv-fabricmanager`` has
   trained the NVSwitch fabric; CUDA fails with error 802 "system not yet initialized" until then and
-  ``nvidia-smi -q`` shows ``Fabric > State`` other than ``Completed`` (docs/sources.md [B1] [B3]). The
-  Fabric Manager package must be the driver's exact version ([B2]): the compute role installs
+  ``nvidia-smi -q`` shows ``Fabric > State`` other than ``Completed`` (docs/sources.md [F1] [F3]). The
+  Fabric Manager package must be the driver's exact version ([F2]): the compute role installs
   ``nvidia-fabricmanager-<driver branch>`` from the site's GPU repository, pinned and held like the
   driver, and orders it before the GPU clocks unit, DCGM, slurmd and kubelet. PCIe cards (RTX PRO 6000,
   L40S, H100 PCIe/NVL) have no NVSwitch and get none.
 - **GPUDirect RDMA needs a kernel path.** Where the NCCL plan sends over RDMA NICs (InfiniBand, RoCE)
   NCCL registers GPU memory with the NIC either through the kernel's DMA-BUF or through the legacy
   ``nvidia_peermem`` module of the driver (R470 and later); without either NCCL copies through host
-  memory without a word (docs/sources.md [B4] [B5] [B6]). DMA-BUF, which NVIDIA recommends, needs the
+  memory without a word (docs/sources.md [F4] [F5] [F6]). DMA-BUF, which NVIDIA recommends, needs the
   driver's open kernel modules (R515 is the first branch that has them) and a kernel of 5.12 or later
-  (the RDMA subsystem's DMA-BUF memory registration) ([B4] [B7] [B8]). The plan decides from
+  (the RDMA subsystem's DMA-BUF memory registration) ([F4] [F7] [F8]). The plan decides from
   ``gpucluster_node.gpu_software`` (driver branch, kernel version, kernel module flavour) and
   ``gpudirect_rdma`` (``auto``, ``dmabuf``, ``nvidia_peermem``, ``none``); ``auto`` takes DMA-BUF when
   the inventory shows all three requirements and ``nvidia_peermem`` otherwise (it works with every
-  driver since R470 and NCCL still prefers DMA-BUF where that works, [B5]). ``nvidia_peermem`` is
+  driver since R470 and NCCL still prefers DMA-BUF where that works, [F5]). ``nvidia_peermem`` is
   loaded at boot through /etc/modules-load.d and the health check drains a node where it is missing.
 
 A site that cannot satisfy a rule (DMA-BUF asked for on a proprietary driver, ``none`` while the NCCL
@@ -42,18 +42,18 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 FIELD = "gpucluster_node.gpu_software"
 KERNEL_MODULES = ("open", "proprietary")
 GPUDIRECT_METHODS = ("auto", "dmabuf", "nvidia_peermem", "none")
-#: docs/sources.md [B6]: nvidia-peermem ships with the driver since CUDA 11.4 / R470
+#: docs/sources.md [F6]: nvidia-peermem ships with the driver since CUDA 11.4 / R470
 PEERMEM_MIN_DRIVER = 470
-#: docs/sources.md [B4] [B7]: DMA-BUF needs the open GPU kernel modules, first released with R515
+#: docs/sources.md [F4] [F7]: DMA-BUF needs the open GPU kernel modules, first released with R515
 DMABUF_MIN_DRIVER = 515
-#: docs/sources.md [B8]: the RDMA subsystem registers DMA-BUF memory from Linux 5.12
+#: docs/sources.md [F8]: the RDMA subsystem registers DMA-BUF memory from Linux 5.12
 DMABUF_MIN_KERNEL = (5, 12)
 #: the fabric types whose NCCL transport is RDMA verbs (NCCL_IB_HCA): GPUDirect RDMA is planned there
 RDMA_FABRICS = ("infiniband", "roce")
 PEERMEM_MODULE = "nvidia_peermem"
 MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-gpudirect.conf"
 FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager.service"
-#: NVIDIA's CUDA repositories name the package per driver branch (docs/sources.md [B2])
+#: NVIDIA's CUDA repositories name the package per driver branch (docs/sources.md [F2])
 FABRIC_MANAGER_PACKAGE_PREFIX = "nvidia-fabricmanager-"
 #: the units that use the GPUs and must start after Fabric Manager (its drop-in orders them: Before=)
 FABRIC_MANAGER_BEFORE = (

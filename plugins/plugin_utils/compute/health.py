@@ -10,7 +10,7 @@ The Slurm node name of a host is its inventory hostname (slurm.conf lists the sa
 
 GPU bring-up (``plan["gpu"]["bringup"]``, compute/bringup.py) adds the ``bringup`` check (periodic and
 prolog): on an NVSwitch board every GPU's ``nvidia-smi -q`` Fabric State must be ``Completed`` (else
-CUDA fails with error 802, docs/sources.md [B3]) and ``nvidia-smi nvlink -s`` must show the model's
+CUDA fails with error 802, docs/sources.md [F3]) and ``nvidia-smi nvlink -s`` must show the model's
 NVLink links active on every GPU; where the plan loads ``nvidia_peermem`` for GPUDirect RDMA, the module
 must be loaded (/sys/module/nvidia_peermem).
 

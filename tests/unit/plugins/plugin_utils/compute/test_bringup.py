@@ -30,7 +30,7 @@ def test_catalog_says_which_models_sit_on_nvswitch_with_sources() -> None:
 def test_nvswitch_model_needs_fabric_manager_ordered_before_gpu_users() -> None:
     plan = bringup.bringup_plan(H100, {"driver_branch": 550}, "infiniband", True)
     fm = plan["fabric_manager"]
-    assert fm["required"] and fm["package"] == "nvidia-fabricmanager-550"  # the driver's branch [B2]
+    assert fm["required"] and fm["package"] == "nvidia-fabricmanager-550"  # the driver's branch [F2]
     assert {"gpucluster-gpu-clocks.service", "nvidia-dcgm.service", "slurmd.service", "kubelet.service"} <= set(
         fm["before"]
     )
