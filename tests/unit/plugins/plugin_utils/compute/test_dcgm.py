@@ -219,9 +219,10 @@ def test_defaults_fetch_nothing() -> None:
 def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
     tasks = _tasks()
     say = next(t for t in tasks if "ansible.builtin.debug" in t)
-    assert say["ansible.builtin.debug"]["msg"] == (
+    assert say["ansible.builtin.debug"]["msg"].startswith(
         "no GPU package source configured (compute_gpu_repo): driver, CUDA and DCGM not installed"
     )
+    assert "Fabric Manager" in say["ansible.builtin.debug"]["msg"]  # said too on NVSwitch boards
     assert say["when"] == "compute_gpu_repo | length == 0"
     block = next(t for t in tasks if "block" in t)
     assert block["when"] == "compute_gpu_repo | length > 0"
@@ -247,5 +248,7 @@ def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
 
 def test_services_are_started_only_with_the_repository() -> None:
     block = next(t for t in _tasks() if "block" in t)
-    start = next(t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started")
+    started = [t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started"]
+    fabric_manager, start = started  # Fabric Manager first (NVSwitch boards), then the GPU daemons
+    assert "fabric_manager.service" in fabric_manager["ansible.builtin.systemd_service"]["name"]
     assert start["loop"] == ["nvidia-persistenced.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service"]
