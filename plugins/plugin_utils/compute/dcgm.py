@@ -1,20 +1,25 @@
-"""DCGM from the plan: health watches, the violation policy and dcgm-exporter's counters.
+"""DCGM from the plan: health watches and dcgm-exporter's counters; no violation policy.
 
-The compute role renders ``plan["dcgm"]`` into ``gpucluster-dcgm-policy.service``, a oneshot
-unit that runs after the DCGM host engine (nvidia-dcgm.service, nv-hostengine) and sets:
+The compute role renders ``plan["dcgm"]`` into ``gpucluster-dcgm-policy.service`` (the name of the
+unit that used to set a policy too, kept so an upgrade replaces it in place), a oneshot unit that runs
+after the DCGM host engine (nvidia-dcgm.service, nv-hostengine), clears a policy an earlier release
+set, and sets:
 
 - health watches, ``dcgmi health -s <systems>`` (docs/sources.md §5.2, ``dcgmi/CommandLineParser.cpp``,
   DCGM 4.6.0 [D1]): ``p`` PCIe, ``m`` memory, ``i`` infoROM, ``t`` thermal and power, ``n``
   NVLink (only for GPU models with NVLink, ``gpu.model.nvlink_gen``). DCGM's default is ``pm``.
-- the policy, ``dcgmi policy --set A,V <conditions>`` (docs/sources.md [D1]): ``-e`` double-bit ECC
-  (DCGM_POLICY_COND_DBE), ``-p`` PCIe replay (PCI), ``-n`` NVLink errors (NVLINK, NVLink models
-  only), ``-x`` XID errors (XID), ``-T`` maximum temperature = ``gpu.temperature.critical_c``
-  (the model's Max Operating Temp, as docs/sources.md §5.1 suggests; left out when the plan has no
-  sourced thermal limits), ``-P`` maximum power = ``gpu.clocks.power_limit_w`` (the power cap
-  the clocks unit applies). ``-M`` (retired pages) has no sourced threshold and is not set.
-  Action ``0`` (none) and validation ``0`` (none): a violation is reported to DCGM's policy
-  listeners (``dcgmi policy --reg``), never answered with a GPU reset (action ``1``), which
-  would kill the running job; draining a node is the health check's job.
+
+No policy (``dcgmi policy --set``): with action ``0`` (none) and validation ``0`` (none) DCGM does
+nothing about a violation but tell the clients registered for it (``dcgmi policy --reg`` blocks and
+prints them, docs/sources.md §5.1 [D1]), and nothing registered, so the policy went nowhere. A
+listener would be a second drain path beside the health check, reading a text format DCGM does not
+document, for conditions that already have a consumer: double-bit ECC and the critical temperature
+(the health check drains, the alerts GpuDoubleBitEcc and GpuTemperatureCritical fire), XIDs (the
+health check's epilog and prolog read the kernel log), NVLink errors (GpuNvlinkErrors, and the
+health check's NVLink count), PCIe replays (dcgm-exporter's DCGM_FI_DEV_PCIE_REPLAY_COUNTER). The
+power condition at the power cap (``-P`` = the cap) would fire at every full-load step, as a GPU at
+its cap is normal. A GPU reset (action ``1``) would kill the running job. docs/monitoring.md says
+where each condition is watched.
 
 DCGM keeps watches and policies in the running host engine only, so the unit is bound to
 nvidia-dcgm.service (Requires=) and runs again whenever the host engine restarts.
@@ -45,19 +50,18 @@ HEALTH_WATCHES = (
     ("n", "nvlink"),
 )
 
-# docs/sources.md [D1]: dcgmi policy --set "action,validation"; 0 = none for both
-POLICY_ACTION_NONE = 0
-POLICY_VALIDATION_NONE = 0
-
-# docs/sources.md [D1]: the boolean conditions (flag, DCGM_POLICY_COND_* name)
-POLICY_FLAGS = (
-    ("-e", "dbe"),
-    ("-p", "pcie"),
-    ("-n", "nvlink"),
-    ("-x", "xid"),
-)
-POLICY_MAX_TEMP = "-T"  # DCGM_POLICY_COND_THERMAL, degrees C
-POLICY_MAX_POWER = "-P"  # DCGM_POLICY_COND_POWER, W
+# docs/sources.md [D1]: dcgmi policy --clear removes the policy an earlier release set (the unit runs it
+# first, and a failure, such as no policy to clear, does not stop the unit)
+POLICY_CLEAR_ARGS = ("policy", "--clear")
+#: where each condition the removed policy watched is consumed now (docs/monitoring.md, "DCGM policy")
+POLICY_CONSUMERS = {
+    "dbe": "health check (gpus: uncorrected volatile ECC) and alert GpuDoubleBitEcc",
+    "xid": "health check (xid: kernel log in the epilog and prolog)",
+    "thermal": "health check (gpus: temperature >= critical) and the temperature alerts",
+    "nvlink": "alert GpuNvlinkErrors and the health check's NVLink count (NVSwitch boards)",
+    "pcie": "dcgm-exporter DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "power": "the clocks unit's power cap (nvidia-smi -pl); a GPU at its cap is no fault",
+}
 
 # dcgm-exporter's counters (field, Prometheus type, help): the stock defaults of
 # etc/default-counters.csv (docs/sources.md [D3]; types as in that file), then the two error
@@ -99,28 +103,17 @@ def _command(args: list[str]) -> str:
 
 
 def dcgm_policy(plan: dict[str, Any]) -> dict[str, Any]:
-    """DCGM health watches, policy (with the plan's thresholds) and dcgm-exporter's counters."""
+    """DCGM health watches (no violation policy: see the module's doc) and dcgm-exporter's counters."""
     gpu = plan["gpu"]
     nvlink = gpu["model"].get("nvlink_gen") is not None
-    max_temp = gpu["temperature"].get("critical_c")
-    max_power = gpu["clocks"]["power_limit_w"]
 
     watches = [(letter, name) for letter, name in HEALTH_WATCHES if nvlink or name != "nvlink"]
     systems = "".join(letter for letter, _name in watches)
     health_args = ["health", "-s", systems]
 
-    conditions = {name: nvlink or name != "nvlink" for _flag, name in POLICY_FLAGS}
-    policy_args = ["policy", "--set", f"{POLICY_ACTION_NONE},{POLICY_VALIDATION_NONE}"]
-    policy_args += [flag for flag, name in POLICY_FLAGS if conditions[name]]
-    if max_temp is not None:
-        policy_args += [POLICY_MAX_TEMP, str(max_temp)]
-    policy_args += [POLICY_MAX_POWER, str(max_power)]
-
-    notes = []
-    if max_temp is None:
-        notes.append("no GPU temperature threshold in the plan (gpucluster_node.gpu_temp_limits): policy has no -T")
+    notes = ["no DCGM policy: each condition has a consumer already (docs/monitoring.md, 'DCGM policy')"]
     if not nvlink:
-        notes.append(f"{gpu['model']['key']} has no NVLink: no NVLink health watch, policy condition or counters")
+        notes.append(f"{gpu['model']['key']} has no NVLink: no NVLink health watch or counters")
 
     counters = [
         {"field": field, "type": kind, "help": text}
@@ -132,15 +125,11 @@ def dcgm_policy(plan: dict[str, Any]) -> dict[str, Any]:
         "health_systems": systems,
         "health_watches": [name for _letter, name in watches],
         "health_args": health_args,
-        "policy": {
-            "action": POLICY_ACTION_NONE,
-            "validation": POLICY_VALIDATION_NONE,
-            **conditions,
-            "max_temp_c": max_temp,
-            "max_power_w": max_power,
-        },
-        "policy_args": policy_args,
-        "commands": [_command(health_args), _command(policy_args)],
+        "policy": None,
+        "policy_consumers": dict(POLICY_CONSUMERS),
+        # run first, its failure ignored (systemd's "-" prefix): a host engine with no policy is fine
+        "clear_command": _command(list(POLICY_CLEAR_ARGS)),
+        "commands": [_command(health_args)],
         "exporter": {
             "counters_file": EXPORTER_COUNTERS_FILE,
             "counters": counters,

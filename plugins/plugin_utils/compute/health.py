@@ -8,6 +8,19 @@ number here comes from another part of the plan:
 - coolant alarms (supply and return maximum, critical flow): ``plan["cooling"]`` (DLC only).
 The Slurm node name of a host is its inventory hostname (slurm.conf lists the same names).
 
+GPU bring-up (``plan["gpu"]["bringup"]``, compute/bringup.py) adds the ``bringup`` check (periodic and
+prolog): on an NVSwitch board every GPU's ``nvidia-smi -q`` Fabric State must be ``Completed`` (else
+CUDA fails with error 802, docs/sources.md [F3]) and ``nvidia-smi nvlink -s`` must show the model's
+NVLink links active on every GPU; where the plan loads ``nvidia_peermem`` for GPUDirect RDMA, the module
+must be loaded (/sys/module/nvidia_peermem).
+
+On the Kubernetes path (``cluster.scheduler: kubernetes``) no slurmd runs the check: a systemd timer runs
+the periodic mode every ``interval_s`` (Slurm's HealthCheckInterval), and instead of draining the script
+cordons the node and taints it (``scheduler.taint``, NoSchedule) with the reason in an annotation,
+through ``kubectl --kubeconfig <scheduler.kubeconfig>`` (a credential the site gives the node that may
+patch its own Node object); a clean run uncordons only a node it cordoned. Epilog and prolog are
+Slurm's and stay off there. In the lab nothing calls the API (``scheduler.dry_run``).
+
 The same script runs in three modes, each with its own checks (``modes``): ``periodic``
 (HealthCheckProgram), ``epilog`` (slurm.conf Epilog=, after every job: GPUs, XIDs and
 ``dcgmi diag -r <level>`` where DCGM is installed) and ``prolog`` (Prolog=, optional, before
@@ -25,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.slurm import HEALTH_CHECK_INTERVAL_S
 
 SCHEMA_VERSION = 1
 #: Drains whose reason starts with this belong to the health check; it resumes only those.
@@ -39,9 +53,9 @@ PROLOG_PROGRAM = "/usr/local/sbin/gpucluster-prolog"
 #: the periodic check watches them. ``dcgm`` runs only after a job (a GPU diagnostic under a
 #: running job would compete with it; dossier 8.4: light prolog, diag in the epilog).
 CHECKS = {
-    "periodic": ("gpus", "xid", "fabric", "coolant"),
+    "periodic": ("gpus", "xid", "fabric", "coolant", "bringup"),
     "epilog": ("gpus", "xid", "dcgm"),
-    "prolog": ("gpus", "xid"),
+    "prolog": ("gpus", "xid", "bringup"),
 }
 #: ``dcgmi diag -r``: 1 "Quick (System Validation ~ seconds)", 2 "Medium (~ 2 minutes)", 3 "Long
 #: (~ 15 minutes)" (docs/sources.md [D2]). Level 3 and up hold a node for a quarter of an hour after
@@ -55,6 +69,12 @@ DCGM_TIMEOUT_RANGE_S = (10, 900)
 #: In the lab only: a recorded ``nvidia-smi --query-gpu`` CSV that every mode reads instead of
 #: running nvidia-smi when the file exists (a container has no GPU; molecule's tests write it).
 LAB_NVIDIA_SMI_OUTPUT = "/run/gpucluster/health/nvidia-smi.csv"
+#: The Kubernetes path: the kubeconfig the check uses (the site installs it: a credential that may get,
+#: patch and annotate this node), the taint it sets and the annotation that carries its reason.
+KUBECTL = "/usr/bin/kubectl"
+NODE_KUBECONFIG = "/etc/gpucluster/health-kubeconfig"
+K8S_TAINT = "gpucluster.tiers/unhealthy"
+K8S_REASON_ANNOTATION = "gpucluster.tiers/health-reason"
 
 
 @dataclass(frozen=True)
@@ -94,9 +114,11 @@ def hook_settings(section: Any) -> HookSettings:
     return HookSettings(dcgm_level=int(level), dcgm_timeout_s=int(timeout), **flags)
 
 
-def modes(settings: HookSettings) -> dict[str, dict[str, Any]]:
-    """Per mode: whether Slurm runs it, its program and its checks (no ``dcgm`` at level 0)."""
-    enabled = {"periodic": True, "epilog": settings.epilog, "prolog": settings.prolog}
+def modes(settings: HookSettings, scheduler: str = "slurm") -> dict[str, dict[str, Any]]:
+    """Per mode: whether it runs, its program and its checks (no ``dcgm`` at level 0). Epilog and prolog
+    are Slurm's hooks: off on the Kubernetes path, where a timer runs the periodic mode."""
+    slurm = scheduler == "slurm"
+    enabled = {"periodic": True, "epilog": settings.epilog and slurm, "prolog": settings.prolog and slurm}
     programs = {"periodic": PROGRAM, "epilog": EPILOG_PROGRAM, "prolog": PROLOG_PROGRAM}
     return {
         mode: {
@@ -127,6 +149,8 @@ def health_config(plan: dict[str, Any], section: Any = None) -> dict[str, Any]:
     """
     settings = hook_settings(section)
     lab = bool(plan["cluster"]["lab"])
+    scheduler = plan["cluster"]["scheduler"]
+    bringup = plan["gpu"].get("bringup") or {}
     temps = plan["gpu"]["temperature"]
     fabric = plan["fabric"]
     cooling = plan["cooling"]
@@ -144,7 +168,10 @@ def health_config(plan: dict[str, Any], section: Any = None) -> dict[str, Any]:
         "reason_prefix": REASON_PREFIX,
         # lab containers have no GPU or HCA: a missing tool or sysfs tree is skipped, not drained
         "lab": lab,
-        "modes": modes(settings),
+        "modes": modes(settings, scheduler),
+        # the periodic mode's interval: Slurm's HealthCheckInterval, or the Kubernetes path's timer
+        "interval_s": HEALTH_CHECK_INTERVAL_S,
+        "scheduler": _scheduler(scheduler, lab),
         "dcgm": {"level": settings.dcgm_level, "timeout_s": settings.dcgm_timeout_s},
         # recorded inputs read instead of the tools, only in the lab (None on real hosts)
         "recorded": {"nvidia_smi_output": LAB_NVIDIA_SMI_OUTPUT} if lab else None,
@@ -153,13 +180,33 @@ def health_config(plan: dict[str, Any], section: Any = None) -> dict[str, Any]:
             "temp_warn_c": temps["warn_c"],
             "temp_critical_c": temps["critical_c"],
             "temp_source": temps["source"],
+            # bring-up (compute/bringup.py): Fabric State Completed and the NVLink links, NVSwitch boards only
+            "fabric_state": bool(bringup.get("nvswitch")),
+            "nvlink_links": bringup.get("nvlink_links"),
         },
+        # the GPUDirect RDMA module the plan loads (None: DMA-BUF or no RDMA fabric, nothing to check)
+        "gpudirect_module": (bringup.get("gpudirect") or {}).get("module"),
         "fabric": {
             "type": fabric["type"],
             "rate_gbps": fabric["link_rate_gbps"] if any(ports.values()) else None,
         },
         "coolant": coolant,
         "nodes": {h: {"slurm_node": h, "fabric_ports": ports[h]} for h in compute},
+    }
+
+
+def _scheduler(kind: str, lab: bool) -> dict[str, Any]:
+    """How the check takes a node out: scontrol (Slurm) or kubectl cordon and taint (Kubernetes)."""
+    if kind != "kubernetes":
+        return {"kind": kind}
+    return {
+        "kind": kind,
+        "kubectl": KUBECTL,
+        "kubeconfig": NODE_KUBECONFIG,
+        "taint": K8S_TAINT,
+        "reason_annotation": K8S_REASON_ANNOTATION,
+        # the lab has no Kubernetes API: the commands are printed, never run
+        "dry_run": lab,
     }
 
 
@@ -172,6 +219,14 @@ INTRO = (
 
 def health_rows(cfg: dict[str, Any]) -> list[list[str]]:
     """[setting, value, why] rows of the report's "Node health check" section."""
+    if cfg["scheduler"]["kind"] == "kubernetes":
+        return [
+            [
+                "gpucluster-healthcheck.timer",
+                f"{cfg['modes']['periodic']['program']} ({', '.join(cfg['modes']['periodic']['checks'])})",
+                f"every {cfg['interval_s']} s; cordon + taint {cfg['scheduler']['taint']}:NoSchedule",
+            ]
+        ]
     slurm_key = {"periodic": "HealthCheckProgram", "epilog": "Epilog", "prolog": "Prolog"}
     rows = []
     for mode, entry in cfg["modes"].items():

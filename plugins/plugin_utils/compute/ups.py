@@ -66,6 +66,8 @@ CHECKPOINT_SIGNAL = "USR1"
 DRAIN_REASON = "gpucluster: UPS on battery, shutdown"
 #: what powers a host off (shutdown(8) schedules it and returns: the connection ends with the host)
 POWER_OFF = "shutdown --poweroff +0"
+#: kubectl drain on the Kubernetes path: DaemonSet pods (device plugin, exporters) stay until the power-off
+K8S_DRAIN_ARGS = "--ignore-daemonsets --delete-emptydir-data"
 KEYS = frozenset(
     {
         "rating_kva",
@@ -219,8 +221,32 @@ def load_kw(ups: Ups, power: Mapping[str, Any]) -> float:
 def shutdown_steps(cluster: Mapping[str, Any], shutdown: Shutdown) -> list[dict[str, str]]:
     """The graceful sequence the head runs on a UPS event, in order (playbooks/shutdown.yml runs these).
 
-    Each step: ``step`` (its name in the playbook), ``on`` (which hosts) and ``does`` (the command)."""
+    Each step: ``step`` (its name in the playbook), ``on`` (which hosts) and ``does`` (the command).
+    On the Kubernetes path (``cluster.scheduler``) the first five steps cordon and drain the nodes
+    through the API instead of Slurm: a pod evicted by ``kubectl drain`` gets SIGTERM and its own
+    termination grace to checkpoint, the drains run in parallel for at most the grace time, and what is
+    left is deleted without eviction; then kubelet stops."""
     hostlist = cluster["compute_hostlist"]
+    if cluster.get("scheduler") == "kubernetes":
+        return [
+            {"step": "drain", "on": "head", "does": f"kubectl cordon {hostlist}"},
+            {
+                "step": "checkpoint_signal",
+                "on": "head",
+                "does": f"kubectl drain <node> {K8S_DRAIN_ARGS} --timeout={shutdown.grace_s}s, every node at once"
+                " (eviction: SIGTERM to every pod)",
+            },
+            {"step": "wait_for_jobs", "on": "head", "does": f"wait for the drains, at most {shutdown.grace_s} s"},
+            {
+                "step": "cancel_remaining",
+                "on": "head",
+                "does": f"kubectl drain <node> {K8S_DRAIN_ARGS} --disable-eviction --force --grace-period=1",
+            },
+            {"step": "stop_kubelet", "on": "compute", "does": "systemctl stop kubelet"},
+            {"step": "power_off_compute", "on": "compute (not head, not storage)", "does": POWER_OFF},
+            {"step": "power_off_storage", "on": "storage (not head)", "does": POWER_OFF},
+            {"step": "power_off_head", "on": "head", "does": POWER_OFF},
+        ]
     return [
         {
             "step": "drain",

@@ -44,6 +44,12 @@ class GpuModel:
     #: MIG table (compute_slices, memory_slices, profiles: compute, memory, max, starts) or None: no MIG
     #: (docs/sources.md [G1] [G2] [G3]; compute/mig.py reads it)
     mig: dict[str, Any] | None = None
+    #: the GPUs of a node sit on an NVSwitch board (HGX/DGX SXM): Fabric Manager must run, matched to the
+    #: driver branch, before CUDA initialises (docs/sources.md [F1] [F3]; compute/bringup.py)
+    nvswitch: bool = False
+    #: NVLink links per GPU on an NVSwitch board: the health check drains a node with fewer active
+    #: (docs/sources.md [S17] [S18] [F9]); None: not counted (no NVLink, or bridge pairs only)
+    nvlink_links: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
+    bringup,
     clocks,
     cooling,
     dcgm,
@@ -523,6 +524,10 @@ def cluster_plan(
     plan["nccl"]["intra_node"] = nccl.intra_node_transport(gpu["interconnect"]["kind"], site.node.gpu_model)
     plan["ups"] = ups.ups_plan(site.facility.get("ups"), plan["power"], plan["cluster"])  # runtime vs shutdown
     plan["tenants"] = tenants.tenants_plan(site.raw.get("gpucluster_tenants"), plan["cluster"]["gpus_total"])
+    # what the node needs to come up: Fabric Manager (NVSwitch boards), GPUDirect RDMA (compute/bringup.py)
+    plan["gpu"]["bringup"] = bringup.bringup_plan(
+        _model(site), (site.raw.get("gpucluster_node") or {}).get("gpu_software"), fab["type"], plan["nccl"]["enabled"]
+    )
     plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
     # the health check first: slurm.conf's Epilog=/Prolog= are its programs (plan["health"]["modes"])
     slurm_section = site.raw.get("gpucluster_slurm")  # not a mapping: accounting_plan names it

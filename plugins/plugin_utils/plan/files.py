@@ -41,6 +41,11 @@ FIELDS: frozenset[str] = frozenset(
     {"src", "dest", "hosts", "if", "mode", "notify", "mkdir", "validate", "task", "plan", "each"}
 )
 
+#: Roles that belong to one scheduler path: their files go only to a plan with that scheduler
+#: (``gpucluster_cluster.scheduler``). The Kubernetes path has no slurm.conf, gres.conf or slurmdbd.conf:
+#: site.yml does not run the slurm role there, so the plan must not list its files either.
+SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
+
 #: Per-unit files: ``each: network_unit`` gives one file per interface unit of the host, at <dest>/<unit name>.
 EACH: tuple[str, ...] = ("network_unit",)
 
@@ -73,6 +78,7 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
     """The named conditions an entry's ``if`` may use, decided by the plan."""
     fabric_hosts = plan.get("fabric_host") or {}
     nfs = plan["storage"].get("nfs") or {}
+    bringup = plan["gpu"].get("bringup") or {}
     return {
         "opensm": bool(fabric_hosts.get("opensm")),
         "roce": bool(fabric_hosts.get("roce_hosts")),
@@ -90,6 +96,10 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "ckpt_drain": bool((plan["storage"].get("checkpoint_drain") or {}).get("enabled")),  # storage/checkpoint.py
         "beegfs_rdma": bool((plan["storage"].get("beegfs") or {}).get("rdma")),
         "slurm": plan["cluster"]["scheduler"] == "slurm",
+        "kubernetes": plan["cluster"]["scheduler"] == "kubernetes",
+        # GPU bring-up (compute/bringup.py): Fabric Manager on NVSwitch boards, nvidia_peermem when planned
+        "fabric_manager": bool(bringup.get("fabric_manager", {}).get("required")),
+        "peermem": (bringup.get("gpudirect") or {}).get("method") == "nvidia_peermem",
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
         "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
     }
@@ -160,7 +170,12 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
     the roles, e.g. a benchmark) gives every host an empty list. Entries with ``plan: false``
     (slurmdbd.conf: a secret) are left out: make plan does not render them."""
     known = conditions(plan)
-    entries = [f for f in role_file_entries(role_files or {}, known) if f.planned]
+    scheduler = plan["cluster"]["scheduler"]
+    entries = [
+        f
+        for f in role_file_entries(role_files or {}, known)
+        if f.planned and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
+    ]
     plain = [f for f in entries if f.each is None]
     per_unit = [f for f in entries if f.each == "network_unit"]
     out: dict[str, list[dict[str, Any]]] = {}
@@ -181,4 +196,14 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
     return out
 
 
-__all__ = ["EACH", "FIELDS", "HOSTS", "NCCL_TOPO_FILE", "RoleFile", "conditions", "files_manifest", "role_file_entries"]
+__all__ = [
+    "EACH",
+    "FIELDS",
+    "HOSTS",
+    "NCCL_TOPO_FILE",
+    "SCHEDULER_ROLES",
+    "RoleFile",
+    "conditions",
+    "files_manifest",
+    "role_file_entries",
+]

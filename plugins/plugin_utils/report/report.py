@@ -94,10 +94,22 @@ def _tier_section(plan: dict[str, Any]) -> dict[str, Any]:
                 _pair(("floor", "upper"), tier["storage_write_gbps"], "GB/s"),
                 "tier profile: reference range",
             ],
-            ["scheduler", tier["scheduler"], "tier profile"],
+            _scheduler_row(c["scheduler"], tier["scheduler"]),
             ["training fit", tier["training_fit"], "tier profile (the Parallelism section checks this site's model)"],
         ],
     )
+
+
+#: what each scheduler path runs, as the report names it (gpucluster_cluster.scheduler)
+SCHEDULER_NAMES = {"slurm": "Slurm + MPI", "kubernetes": "Kubernetes (Kueue, KubeRay)"}
+
+
+def _scheduler_row(scheduler: str, profile: str) -> list[Any]:
+    """The scheduler the plan uses, not the tier profile's when the site chose the other path."""
+    name = SCHEDULER_NAMES.get(scheduler, scheduler)
+    if name == profile:
+        return ["scheduler", name, "tier profile"]
+    return ["scheduler", name, f"gpucluster_cluster.scheduler: {scheduler} (the tier profile has {profile})"]
 
 
 def _gpu_section(plan: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_hosts
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates import (
     FAIL,
@@ -126,11 +128,27 @@ def ib_write_bw_pairs(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return pairs
 
 
+#: Why a MIG-partitioned node is left out of the whole-GPU all_reduce tests (docs/sources.md [G1]): a CUDA
+#: process sees one MIG device, and MIG instances have no peer-to-peer (NVLink or PCIe) between them.
+MIG_EXCLUDED = (
+    "MIG-partitioned: one CUDA process sees one MIG device and MIG instances have no peer-to-peer, "
+    "so NCCL all_reduce across the node's GPUs cannot run"
+)
+
+
+def all_reduce_nodes(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """(compute nodes the whole-GPU all_reduce tests run on, {node left out: why}): MIG nodes are left out."""
+    compute = [h for h, v in plan["hosts"].items() if "compute" in v["roles"]]
+    mig = set(mig_hosts(plan["gpu"].get("mig")))
+    return [h for h in compute if h not in mig], {h: MIG_EXCLUDED for h in compute if h in mig}
+
+
 def acceptance_tests(plan: dict[str, Any]) -> dict[str, Any]:
-    """What the validate play runs, from the plan."""
+    """What the validate play runs, from the plan (the all_reduce tests on the nodes without MIG)."""
     cl = plan["cluster"]
     gate = plan["validation"]["gate_message_bytes"]
-    nodes = cl["compute_nodes"]
+    tested, excluded = all_reduce_nodes(plan)
+    nodes = len(tested) if excluded else cl["compute_nodes"]
     gpus = cl["gpus_per_node"]
     return {
         "all_reduce": {
@@ -142,7 +160,9 @@ def acceptance_tests(plan: dict[str, Any]) -> dict[str, Any]:
             "inter_node": nodes >= 2,
             "nodes": nodes,
             "ranks": nodes * gpus,
-            "hostlist": cl["compute_hostlist"],
+            "hostlist": hostlist.compress(tested) if excluded else cl["compute_hostlist"],
+            # the validate play runs no all_reduce on these (MIG nodes), and the report says why
+            "excluded": excluded,
         },
         "ib_write_bw": ib_write_bw_pairs(plan),
         "fio": fio_jobs(plan),
@@ -183,8 +203,10 @@ def acceptance_checks(
 
     ar = tests["all_reduce"]
     gate = val.get("gate_message_bytes", GATE_MESSAGE_BYTES)
+    excluded = ar.get("excluded") or {}
+    whole = [h for h in compute if h not in excluded]  # the nodes the whole-GPU all_reduce runs on
     if ar["intra_node"]:
-        for h in compute:
+        for h in whole:
             checks.append(
                 gate_all_reduce(
                     "all_reduce_intra_node",
@@ -199,12 +221,12 @@ def acceptance_checks(
                 )
             )
     if ar["inter_node"]:
-        missing = [h for h in compute if entry(h) and not tool_installed(entry(h), "all_reduce_perf")]
+        missing = [h for h in whole if entry(h) and not tool_installed(entry(h), "all_reduce_perf")]
         on_head = tool_installed(cluster, "srun") if cluster else False
         inter = (cluster.get("runs") or {}).get("all_reduce_inter_node")
         check = gate_all_reduce(
             "all_reduce_inter_node",
-            compute,
+            whole,
             inter,
             installed=not missing and on_head,
             floor=val.get("allreduce_inter_node_busbw_gbs"),
@@ -291,6 +313,7 @@ def acceptance_report(plan: dict[str, Any], checks: list[dict[str, Any]]) -> dic
     counts = {s: sum(1 for c in checks if c["status"] == s) for s in (PASS, FAIL, SKIPPED)}
     result = FAIL if counts[FAIL] else ("incomplete" if counts[SKIPPED] else PASS)
     floors = {k: v for k, v in plan["validation"].items() if k != "tests"}
+    tested, excluded = all_reduce_nodes(plan)
     return {
         "schema": 1,
         "cluster": plan["cluster"]["name"],
@@ -300,6 +323,8 @@ def acceptance_report(plan: dict[str, Any], checks: list[dict[str, Any]]) -> dic
         "floors": floors,
         "checks": checks,
         "drain": drain_list(checks),
+        # which nodes the whole-GPU all_reduce tests ran on, and why the others were left out
+        "all_reduce_nodes": {"tested": tested, "excluded": excluded},
     }
 
 
@@ -325,6 +350,16 @@ def report_markdown(report: dict[str, Any]) -> str:
         "| check | nodes | measured | floor | unit | status | reason |",
         "|---|---|---|---|---|---|---|",
     ]
+    ar_nodes = report.get("all_reduce_nodes") or {}
+    if ar_nodes.get("excluded"):
+        tested = ar_nodes.get("tested") or []
+        lines[-2:-2] = [
+            f"all_reduce (whole GPUs) tested on {len(tested)} node(s): "
+            f"{hostlist.compress(tested) if tested else 'none'}. Left out:",
+            "",
+            *(f"- {node}: {why}" for node, why in sorted(ar_nodes["excluded"].items())),
+            "",
+        ]
     for c in report["checks"]:
         nodes = c["nodes"] if len(c["nodes"]) <= 4 else [f"{len(c['nodes'])} nodes"]
         lines.append(

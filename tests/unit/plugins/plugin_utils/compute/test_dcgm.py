@@ -54,40 +54,30 @@ def tier_plan(request: pytest.FixtureRequest) -> dict[str, Any]:
 # --- engine -------------------------------------------------------------------------------
 
 
-def test_thresholds_are_the_plans(tier_plan: dict[str, Any]) -> None:
-    d = tier_plan["dcgm"]
-    critical = tier_plan["gpu"]["temperature"]["critical_c"]
-    power = tier_plan["gpu"]["clocks"]["power_limit_w"]
-    assert d["policy"]["max_temp_c"] == critical
-    assert d["policy"]["max_power_w"] == power
-    args = d["policy_args"]
-    assert args[args.index("-T") + 1] == str(critical)  # dossier 5.1: -T, --maxtemp (C)
-    assert args[args.index("-P") + 1] == str(power)  # dossier 5.1: -P, --maxpower (W)
-
-
-def test_h100_tiers_get_the_full_policy(tier_plan: dict[str, Any]) -> None:
-    """Reference tiers are H100 SXM (NVLink4, 87 C max operating, 700 W)."""
+def test_no_policy_only_health_watches(tier_plan: dict[str, Any]) -> None:
+    """Reference tiers are H100 SXM (NVLink4): watches p m i t n, and no `dcgmi policy --set`: nothing
+    registered for its violations (docs/monitoring.md, "DCGM policy")."""
     d = tier_plan["dcgm"]
     assert d["health_args"] == ["health", "-s", "pmitn"]
-    assert d["policy_args"] == ["policy", "--set", "0,0", "-e", "-p", "-n", "-x", "-T", "87", "-P", "700"]
-    assert d["commands"] == [
-        "/usr/bin/dcgmi health -s pmitn",
-        "/usr/bin/dcgmi policy --set 0,0 -e -p -n -x -T 87 -P 700",
-    ]
-    assert d["notes"] == []
+    assert d["policy"] is None and "policy_args" not in d
+    assert d["commands"] == ["/usr/bin/dcgmi health -s pmitn"]
+    assert d["clear_command"] == "/usr/bin/dcgmi policy --clear"  # a policy an earlier release set
+    assert not any("policy --set" in c for c in d["commands"])
 
 
-def test_option_letters_follow_the_dossier() -> None:
-    """dossier 5.1: -e DBE, -p PCIe, -n NVLink, -x XID, -T max temp, -P max power; --set "action,validation"
-    with 0 = none; dossier 5.2: health -s p PCIe, m memory, i infoROM, t thermal and power, n NVLink."""
-    assert dict((name, flag) for flag, name in dcgm.POLICY_FLAGS) == {
-        "dbe": "-e",
-        "pcie": "-p",
-        "nvlink": "-n",
-        "xid": "-x",
-    }
-    assert (dcgm.POLICY_MAX_TEMP, dcgm.POLICY_MAX_POWER) == ("-T", "-P")
-    assert (dcgm.POLICY_ACTION_NONE, dcgm.POLICY_VALIDATION_NONE) == (0, 0)  # never 1 = GPU reset mid-job
+def test_every_condition_of_the_removed_policy_has_a_consumer(tier_plan: dict[str, Any]) -> None:
+    consumers = tier_plan["dcgm"]["policy_consumers"]
+    assert set(consumers) == {"dbe", "xid", "thermal", "nvlink", "pcie", "power"}
+    rules = tier_plan["monitoring"]["rules_yaml"]
+    assert "GpuDoubleBitEcc" in consumers["dbe"] and "GpuDoubleBitEcc" in rules
+    assert "GpuNvlinkErrors" in consumers["nvlink"] and "GpuNvlinkErrors" in rules
+    periodic = tier_plan["health"]["modes"]["periodic"]["checks"]
+    assert "gpus" in periodic and "bringup" in periodic  # ECC, temperature; NVLink count
+    assert "xid" in tier_plan["health"]["modes"]["epilog"]["checks"]
+
+
+def test_health_watch_letters_follow_the_dossier() -> None:
+    """dossier 5.2: health -s p PCIe, m memory, i infoROM, t thermal and power, n NVLink; 5.1: --clear."""
     assert dict((name, letter) for letter, name in dcgm.HEALTH_WATCHES) == {
         "pcie": "p",
         "memory": "m",
@@ -95,36 +85,15 @@ def test_option_letters_follow_the_dossier() -> None:
         "thermal_power": "t",
         "nvlink": "n",
     }
-    assert "-M" not in _plan("tier3")["dcgm"]["policy_args"]  # retired pages: no sourced threshold
+    assert dcgm.POLICY_CLEAR_ARGS == ("policy", "--clear")
 
 
-def test_power_cap_and_temperature_override_reach_the_policy() -> None:
-    plan = _plan(
-        "tier3",
-        node={"gpu_temp_limits": {"max_operating_c": 83}},
-        policy={"clock_policy": "power_capped", "power_cap_w": 550},
-    )
-    assert plan["gpu"]["clocks"]["power_limit_w"] == 550
-    assert plan["gpu"]["temperature"]["critical_c"] == 83
-    assert plan["dcgm"]["commands"][1].endswith("-T 83 -P 550")
-
-
-def test_model_without_nvlink_has_no_nvlink_watch_condition_or_counter() -> None:
+def test_model_without_nvlink_has_no_nvlink_watch_or_counter() -> None:
     plan = _plan("tier1", node={"gpu_model": "l40s"})
     d = plan["dcgm"]
     assert d["health_systems"] == "pmit"
-    assert "-n" not in d["policy_args"] and d["policy"]["nvlink"] is False
     assert not any("NVLINK" in c["field"] for c in d["exporter"]["counters"])
     assert any("no NVLink" in n for n in d["notes"])
-
-
-def test_model_without_thermal_limits_has_no_max_temperature() -> None:
-    plan = _plan("tier1", node={"gpu_model": "b200"})
-    d = plan["dcgm"]
-    assert plan["gpu"]["temperature"]["critical_c"] is None
-    assert "-T" not in d["policy_args"] and d["policy"]["max_temp_c"] is None
-    assert d["policy_args"][-2:] == ["-P", str(plan["gpu"]["clocks"]["power_limit_w"])]
-    assert any("gpu_temp_limits" in n for n in d["notes"])
 
 
 def test_exporter_counters_cover_every_dcgm_metric_the_alerts_read(tier_plan: dict[str, Any]) -> None:
@@ -162,9 +131,12 @@ def test_policy_unit_runs_the_plans_commands(tier_plan: dict[str, Any]) -> None:
     assert "Requires=nvidia-dcgm.service" in lines
     assert "ConditionPathExists=/usr/bin/dcgmi" in lines
     assert "Type=oneshot" in lines and "RemainAfterExit=yes" in lines
-    assert [line.split("=", 1)[1] for line in lines if line.startswith("ExecStart=")] == tier_plan["dcgm"]["commands"]
+    assert [line.split("=", 1)[1] for line in lines if line.startswith("ExecStart=")] == [
+        "-/usr/bin/dcgmi policy --clear",  # "-": no policy to clear is no failure
+        *tier_plan["dcgm"]["commands"],
+    ]
     assert "ExecStart=/usr/bin/dcgmi health -s pmitn" in lines
-    assert "ExecStart=/usr/bin/dcgmi policy --set 0,0 -e -p -n -x -T 87 -P 700" in lines
+    assert not any("policy --set" in line for line in lines)
     # started by the host engine, never on its own at boot where DCGM is absent
     assert "WantedBy=nvidia-dcgm.service" in lines
     assert not any("multi-user.target" in line for line in lines)
@@ -247,9 +219,10 @@ def test_defaults_fetch_nothing() -> None:
 def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
     tasks = _tasks()
     say = next(t for t in tasks if "ansible.builtin.debug" in t)
-    assert say["ansible.builtin.debug"]["msg"] == (
+    assert say["ansible.builtin.debug"]["msg"].startswith(
         "no GPU package source configured (compute_gpu_repo): driver, CUDA and DCGM not installed"
     )
+    assert "Fabric Manager" in say["ansible.builtin.debug"]["msg"]  # said too on NVSwitch boards
     assert say["when"] == "compute_gpu_repo | length == 0"
     block = next(t for t in tasks if "block" in t)
     assert block["when"] == "compute_gpu_repo | length > 0"
@@ -275,5 +248,7 @@ def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
 
 def test_services_are_started_only_with_the_repository() -> None:
     block = next(t for t in _tasks() if "block" in t)
-    start = next(t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started")
+    started = [t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started"]
+    fabric_manager, start = started  # Fabric Manager first (NVSwitch boards), then the GPU daemons
+    assert "fabric_manager.service" in fabric_manager["ansible.builtin.systemd_service"]["name"]
     assert start["loop"] == ["nvidia-persistenced.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service"]

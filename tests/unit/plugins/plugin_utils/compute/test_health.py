@@ -90,6 +90,24 @@ def _gpu_csv(temps: dict[int, int] | None = None, ecc: dict[int, int] | None = N
     return "\n".join(rows) + "\n"
 
 
+#: Recorded `nvidia-smi -q` of a healthy and of a failed HGX H100 node (their sources: the files' comments)
+SMI_Q_HEALTHY = DATA / "nvidia-smi" / "h100-560-q-fabric-completed.txt"
+SMI_Q_FAILED = DATA / "nvidia-smi" / "h100-570-q-fabric-in-progress.txt"
+
+
+def _nvlink_status(count: int = 8, links: int = 18, inactive: dict[int, list[int]] | None = None) -> str:
+    """`nvidia-smi nvlink -s` in the layout of published H100 outputs ("GPU 0: NVIDIA H100 80GB HBM3
+    (UUID: ...)" then "Link N: 26.562 GB/s" per link: stas00/ml-engineering, nvidia-smi nvlink --status;
+    an inactive link prints "<inactive>")."""
+    rows = []
+    for i in range(count):
+        rows.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-00000000000{i})")
+        for link in range(links):
+            rate = "<inactive>" if link in (inactive or {}).get(i, []) else "26.562 GB/s"
+            rows.append(f"\t Link {link}: {rate}")
+    return "\n".join(rows) + "\n"
+
+
 def _show(state: str, reason: str | None) -> str:
     """`scontrol show node compute01` in the layout of the recorded output, with State and Reason set."""
     text = (DATA / "slurm" / "scontrol-show-node-drained.txt").read_text().replace("cu201", NODE)
@@ -122,6 +140,14 @@ class Node:
         )
         self.scontrol.chmod(0o755)
         self.state = tmp_path / "state"
+        # bring-up: the recorded healthy HGX `nvidia-smi -q`, all NVLink links up, nvidia_peermem loaded
+        self.smi_q = tmp_path / "smi-q.txt"
+        self.smi_q.write_text(SMI_Q_HEALTHY.read_text())
+        self.nvlink = tmp_path / "nvlink.txt"
+        self.nvlink.write_text(_nvlink_status())
+        self.sys_module = tmp_path / "module"
+        if cfg.get("gpudirect_module"):
+            (self.sys_module / cfg["gpudirect_module"]).mkdir(parents=True)
         # journalctl -k prints kernel.log and logs its arguments; dcgmi diag prints diag.txt
         self.kernel = tmp_path / "kernel.log"
         self.kernel.write_text("")
@@ -160,6 +186,8 @@ class Node:
                 "--config", str(self.config), "--node", NODE, "--scontrol", str(self.scontrol),
                 "--nvidia-smi-output", str(self.smi), "--ib-sysfs", str(self.ib), "--coolant", str(self.coolant),
                 "--state-dir", str(self.state), "--journalctl", str(self.journalctl), "--dcgmi", str(self.dcgmi),
+                "--nvidia-smi-q-output", str(self.smi_q), "--nvlink-output", str(self.nvlink),
+                "--sys-module", str(self.sys_module),
                 *extra,
             ]
         )  # fmt: skip
@@ -331,10 +359,14 @@ def test_modes_and_dcgm_from_the_plan(plan: dict[str, Any]) -> None:
         "periodic": {
             "enabled": True,
             "program": slurm.HEALTH_CHECK_PROGRAM,
-            "checks": ["gpus", "xid", "fabric", "coolant"],
+            "checks": ["gpus", "xid", "fabric", "coolant", "bringup"],
         },
         "epilog": {"enabled": True, "program": "/usr/local/sbin/gpucluster-epilog", "checks": ["gpus", "xid", "dcgm"]},
-        "prolog": {"enabled": False, "program": "/usr/local/sbin/gpucluster-prolog", "checks": ["gpus", "xid"]},
+        "prolog": {
+            "enabled": False,
+            "program": "/usr/local/sbin/gpucluster-prolog",
+            "checks": ["gpus", "xid", "bringup"],
+        },
     }
     # dcgmi diag -r 1: "Quick (System Validation ~ seconds)" (docs/sources.md [D2]); the timeout is an input
     assert cfg["dcgm"] == {"level": 1, "timeout_s": 120}
@@ -518,3 +550,159 @@ def test_report_shows_the_hooks_and_the_diagnostic(plan: dict[str, Any]) -> None
     assert rows["Epilog"] == "/usr/local/sbin/gpucluster-epilog (gpus, xid, dcgm)"
     assert rows["Prolog"] == "off"
     assert rows["dcgmi diag (epilog)"] == "-r 1, at most 120 s"
+
+
+# ---------------------------------------------------------------- GPU bring-up (compute/bringup.py)
+
+
+def test_bringup_thresholds_come_from_the_catalog_and_the_plan(plan: dict[str, Any]) -> None:
+    gpu = plan["health"]["gpu"]
+    assert gpu["fabric_state"] is True and plan["gpu"]["model"]["nvswitch"] is True  # h100_sxm: HGX board
+    assert gpu["nvlink_links"] == plan["gpu"]["model"]["nvlink_links"] == 18
+    assert plan["health"]["gpudirect_module"] == plan["gpu"]["bringup"]["gpudirect"]["module"] == "nvidia_peermem"
+
+
+def test_parse_recorded_fabric_states() -> None:
+    healthy = hc.parse_smi_q(SMI_Q_HEALTHY.read_text())
+    assert healthy == [{"gpu": "00000000:DB:00.0", "state": "Completed", "status": "Success"}]
+    assert hc.parse_smi_q(SMI_Q_FAILED.read_text()) == [{"gpu": "#0", "state": "In Progress", "status": "N/A"}]
+    assert hc.check_fabric_state(healthy) == ([], [])
+
+
+def test_recorded_healthy_hgx_node_passes(node: Node) -> None:
+    assert node.run() == 0
+    assert node.updates() == []
+
+
+def test_recorded_failed_fabric_drains(node: Node) -> None:
+    node.smi_q.write_text(SMI_Q_FAILED.read_text())
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: gpu0 fabric In Progress")]
+    node.set_state("IDLE+DRAIN", "gpucluster: gpu0 fabric In Progress")
+    node.smi_q.write_text(SMI_Q_HEALTHY.read_text())  # Fabric Manager finished: the check resumes its drain
+    assert node.run() == 0
+    assert node.updates()[-1] == RESUME
+
+
+def test_no_fabric_section_is_a_note_not_a_drain(node: Node, capsys: pytest.CaptureFixture[str]) -> None:
+    node.smi_q.write_text("GPU 00000000:DB:00.0\n    Product Name                          : NVIDIA H100 80GB HBM3\n")
+    assert node.run() == 0
+    assert "no Fabric section" in capsys.readouterr().out
+
+
+def test_short_nvlink_count_drains(node: Node) -> None:
+    node.nvlink.write_text(_nvlink_status(inactive={3: [5]}))
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: gpu3 nvlink 17/18")]
+    node.nvlink.write_text(_nvlink_status(count=7))
+    assert hc.check_nvlinks(18, hc.parse_nvlink_status(node.nvlink.read_text()), 8) == ["nvlink 7/8 gpus listed"]
+
+
+def test_missing_gpudirect_module_drains(node: Node) -> None:
+    (node.sys_module / "nvidia_peermem").rmdir()
+    assert node.run() == 1
+    assert node.updates() == [_drain("gpucluster: nvidia_peermem not loaded")]
+
+
+def test_pcie_model_reads_no_fabric_state(tmp_path: Path) -> None:
+    site, groups = load_inventory("tier2")
+    node_vars = {**site["gpucluster_node"], "gpu_model": "l40s"}
+    node_vars.pop("gpu_temp_limits", None)
+    pcie = cluster_plan({**site, "gpucluster_node": node_vars}, groups)
+    assert pcie["health"]["gpu"]["fabric_state"] is False and pcie["health"]["gpu"]["nvlink_links"] is None
+    assert not pcie["gpu"]["bringup"]["fabric_manager"]["required"]
+    assert all(f["src"] != "nvidia-fabricmanager.conf.j2" for f in pcie["files"][NODE])
+
+
+def test_prolog_checks_the_fabric_before_a_job(node: Node) -> None:
+    node.smi_q.write_text(SMI_Q_FAILED.read_text())
+    assert node.run("--mode", "prolog") == 1  # the job is requeued, the node drained
+    assert node.updates() == [_drain("gpucluster: gpu0 fabric In Progress")]
+
+
+# ---------------------------------------------------------------- the Kubernetes path: cordon and taint
+
+
+@pytest.fixture(scope="module")
+def k8s_plan() -> dict[str, Any]:
+    return cluster_plan(*load_inventory("tier4-k8s"))
+
+
+class K8sNode(Node):
+    """A node on the Kubernetes path: a fake kubectl that logs its calls and prints node.json."""
+
+    def __init__(self, tmp_path: Path, cfg: dict[str, Any]) -> None:
+        super().__init__(tmp_path, cfg)
+        self.node_json = tmp_path / "node.json"
+        self.set_k8s(False, [], None)
+        self.kubectl = self._tool("kubectl", self.node_json)
+
+    def set_k8s(self, cordoned: bool, taints: list[str], reason: str | None) -> None:
+        doc = {
+            "metadata": {"name": NODE, "annotations": {health.K8S_REASON_ANNOTATION: reason} if reason else {}},
+            "spec": {"unschedulable": cordoned, "taints": [{"key": k, "effect": "NoSchedule"} for k in taints]},
+        }
+        self.node_json.write_text(json.dumps(doc))
+
+    def run(self, *extra: str) -> int:
+        return super().run("--kubectl", str(self.kubectl), *extra)
+
+    def writes(self) -> list[list[str]]:
+        return [c[2:] for c in self.tool_calls("kubectl") if c[2] != "get"]
+
+
+@pytest.fixture
+def k8s_node(tmp_path: Path, k8s_plan: dict[str, Any]) -> K8sNode:
+    return K8sNode(tmp_path, k8s_plan["health"])
+
+
+def test_k8s_config_uses_kubectl_with_the_plans_kubeconfig(k8s_plan: dict[str, Any]) -> None:
+    cfg = k8s_plan["health"]
+    assert cfg["scheduler"] == {
+        "kind": "kubernetes",
+        "kubectl": health.KUBECTL,
+        "kubeconfig": health.NODE_KUBECONFIG,
+        "taint": health.K8S_TAINT,
+        "reason_annotation": health.K8S_REASON_ANNOTATION,
+        "dry_run": False,
+    }
+    assert not cfg["modes"]["epilog"]["enabled"] and not cfg["modes"]["prolog"]["enabled"]  # Slurm's hooks
+    assert cfg["interval_s"] == slurm.HEALTH_CHECK_INTERVAL_S
+
+
+def test_k8s_failed_fabric_cordons_and_taints(k8s_node: K8sNode) -> None:
+    k8s_node.smi_q.write_text(SMI_Q_FAILED.read_text())
+    assert k8s_node.run() == 1
+    reason = "gpucluster: gpu0 fabric In Progress"
+    assert k8s_node.writes() == [
+        ["cordon", NODE],
+        ["taint", "nodes", NODE, f"{health.K8S_TAINT}=health:NoSchedule", "--overwrite"],
+        ["annotate", "node", NODE, f"{health.K8S_REASON_ANNOTATION}={reason}", "--overwrite"],
+    ]
+    assert k8s_node.tool_calls("kubectl")[0][:2] == ["--kubeconfig", health.NODE_KUBECONFIG]
+    assert k8s_node.scontrol_calls() == []
+
+
+def test_k8s_healthy_node_uncordons_only_its_own_cordon(k8s_node: K8sNode) -> None:
+    k8s_node.set_k8s(True, [health.K8S_TAINT], "gpucluster: gpu0 fabric In Progress")
+    assert k8s_node.run() == 0
+    assert k8s_node.writes() == [
+        ["uncordon", NODE],
+        ["taint", "nodes", NODE, f"{health.K8S_TAINT}:NoSchedule-"],
+        ["annotate", "node", NODE, f"{health.K8S_REASON_ANNOTATION}-"],
+    ]
+    (k8s_node.dir / "op").mkdir()
+    operator = K8sNode(k8s_node.dir / "op", json.loads(k8s_node.config.read_text()))
+    operator.set_k8s(True, [], None)  # an operator's cordon: never undone by the check
+    assert operator.run() == 0 and operator.writes() == []
+    assert hc.parse_k8s_node(operator.node_json.read_text(), health.K8S_TAINT, "x") == ("DRAIN", "cordoned")
+
+
+def test_k8s_lab_calls_no_api(tmp_path: Path) -> None:
+    site, groups = load_inventory("tier4-k8s")
+    cfg = cluster_plan({**site, "gpucluster_lab": {"enabled": True}}, groups)["health"]
+    assert cfg["scheduler"]["dry_run"] is True
+    lab = K8sNode(tmp_path, cfg)
+    lab.smi_q.write_text(SMI_Q_FAILED.read_text())
+    assert lab.run() == 1
+    assert lab.tool_calls("kubectl") == []  # printed ("would run"), never run

@@ -151,3 +151,20 @@ def test_plan_and_report_of_a_site_with_a_ups() -> None:
     site["gpucluster_facility"]["ups"]["rating_kva"] = 20  # 18 kW: 20.4 kW overloads it
     warnings = cluster_plan(site, groups)["report_summary"]["warnings"]
     assert any(w.startswith("UPS error: the UPS carries 20.4 kW") for w in warnings)
+
+
+def test_kubernetes_shutdown_cordons_and_drains_instead_of_slurm() -> None:
+    cluster = {**CLUSTER, "scheduler": "kubernetes"}
+    steps = ups.shutdown_steps(cluster, ups.Shutdown(grace_s=300, power_off_s=180))
+    assert [s["step"] for s in steps][:5] == [
+        "drain",
+        "checkpoint_signal",
+        "wait_for_jobs",
+        "cancel_remaining",
+        "stop_kubelet",
+    ]
+    assert steps[0]["does"] == "kubectl cordon node[01-04]"
+    assert "kubectl drain <node> --ignore-daemonsets --delete-emptydir-data --timeout=300s" in steps[1]["does"]
+    assert not any("scontrol" in s["does"] or "scancel" in s["does"] for s in steps)
+    text = (ROOT / "playbooks" / "shutdown.yml").read_text()
+    assert "--ignore-daemonsets, --delete-emptydir-data" in text and "cordon" in text

@@ -67,7 +67,7 @@ def test_rtx_max_performance_names_the_missing_limit() -> None:
 
 def test_rtx_has_no_nvlink_monitoring(rtx: dict[str, Any]) -> None:
     dcgm = rtx["dcgm"]
-    assert "n" not in dcgm["health_systems"] and dcgm["policy"]["nvlink"] is False
+    assert "n" not in dcgm["health_systems"] and dcgm["policy"] is None
     assert not any("NVLINK" in c["field"] for c in dcgm["exporter"]["counters"])
     assert "GpuNvlinkErrors" not in rtx["monitoring"]["rules_yaml"]
     assert "NVLINK" not in rtx["monitoring"]["rules_yaml"]

@@ -170,9 +170,7 @@ def test_a_rack_cap_is_the_limit_every_host_applies() -> None:
     unit = render_role_template("compute", "gpucluster-gpu-clocks.service.j2", plan, "compute01")
     assert "ExecStart=/usr/bin/nvidia-smi -pl 362" in unit and "ExecStop=/usr/bin/nvidia-smi -pl 362" in unit
     assert "-pl 700" not in unit  # neither at start nor at stop: 700 W would draw 40.8 kW
-    # DCGM policy (-P) and the Prometheus power alert
-    assert plan["dcgm"]["policy"]["max_power_w"] == 362
-    assert plan["dcgm"]["policy_args"][-2:] == ["-P", "362"]
+    # the Prometheus power alert (DCGM sets no policy: docs/monitoring.md, "DCGM policy")
     assert plan["monitoring"]["thresholds"]["GpuPowerAboveCap"]["value"] == 362
     assert "DCGM_FI_DEV_POWER_USAGE > 362" in plan["monitoring"]["rules_yaml"]
     # power figures at the applied limit, the uncapped ones kept
@@ -215,7 +213,7 @@ def test_a_site_cap_below_what_the_rack_holds_is_kept() -> None:
     clocks, pw = plan["gpu"]["clocks"], plan["power"]
     assert (clocks["power_limit_w"], clocks["power_limit_source"]) == (300, "site_cap")
     assert "gpucluster_gpu_policy.power_cap_w" in clocks["power_limit_reason"]
-    assert clocks["apply_args"][-1] == "-pl 300" and plan["dcgm"]["policy"]["max_power_w"] == 300
+    assert clocks["apply_args"][-1] == "-pl 300"
     assert pw["capped"] is False and pw["rack_kw"] == pytest.approx(4 * (8 * 300 + 4600) / 1000)
 
 
@@ -249,7 +247,6 @@ def test_any_plan_applies_a_limit_within_the_model_and_a_rack_within_budget(
     limit = plan["gpu"]["clocks"]["power_limit_w"]
     assert model.power_min_w <= limit <= model.power_max_w
     assert plan["power"]["rack_kw"] <= budget + 1e-6
-    assert plan["dcgm"]["policy"]["max_power_w"] == limit
     assert plan["monitoring"]["thresholds"]["GpuPowerAboveCap"]["value"] == limit
     assert f"-pl {limit}" in plan["gpu"]["clocks"]["apply_args"]
     reset = [int(a.split()[1]) for a in plan["gpu"]["clocks"]["reset_args"] if a.startswith("-pl ")]

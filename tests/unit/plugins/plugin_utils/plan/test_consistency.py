@@ -8,7 +8,7 @@ limits. Templates are rendered as the roles render them (conftest.render_role_te
 chosen from the plan's own manifest, plan["files"][host].
 
 The parsers are strict on purpose: every ``nvidia-smi -pl`` in the clocks unit, every
-``-P``/``-T`` of the DCGM policy, every comparison and every number with a unit in the
+the DCGM unit (no policy numbers), every comparison and every number with a unit in the
 power, temperature and coolant alert rules must equal a plan value. A limit that reaches
 a file without passing through the plan fails here.
 
@@ -143,21 +143,12 @@ def check_clocks(text: str, plan: dict[str, Any], s: Site) -> None:
 
 
 def check_dcgm(text: str, plan: dict[str, Any], s: Site) -> None:
-    """The DCGM policy's -P (max power) and -T (max temperature), and every W/C number in the unit."""
-    power = plan["gpu"]["clocks"]["power_limit_w"]
-    critical = plan["gpu"]["temperature"]["critical_c"]
-    policies = [line.split()[1:] for line in text.splitlines() if re.match(r"ExecStart=\S*dcgmi policy ", line)]
-    assert len(policies) == 1, text
-    args = policies[0]
-    # dossier 5.1 [D1]: -P/--maxpower W, -T/--maxtemp C
-    assert [args[i + 1] for i, a in enumerate(args) if a in ("-P", "--maxpower")] == [str(power)]
-    temps = [args[i + 1] for i, a in enumerate(args) if a in ("-T", "--maxtemp")]
-    assert temps == ([] if critical is None else [str(critical)])
-    assert s.model.power_min_w <= power <= s.model.power_max_w
-    for value in re.findall(rf"({NUMBER}) W\b", text):
-        assert float(value) == power, f"{value} W in the DCGM unit is not the plan's {power} W"
-    for value in re.findall(rf"({NUMBER}) C\b", text):
-        assert critical is not None and float(value) == critical, f"{value} C in the DCGM unit is not the plan's"
+    """The DCGM unit runs the plan's commands only: the health watches, no policy (docs/monitoring.md,
+    "DCGM policy"), so no W or C number of its own that could disagree with the plan."""
+    runs = [line.split("=", 1)[1] for line in text.splitlines() if line.startswith("ExecStart=")]
+    assert runs == [f"-{plan['dcgm']['clear_command']}", *plan["dcgm"]["commands"]], text
+    assert not any("policy --set" in r for r in runs)
+    assert not re.findall(rf"({NUMBER}) [WC]\b", text), text
 
 
 def check_nccl(text: str, plan: dict[str, Any], s: Site) -> None:
@@ -441,7 +432,7 @@ def test_tier3_on_a_30_kw_rack_carries_the_fitting_cap_everywhere() -> None:
     for host in s.compute_hosts:
         clocks = render_role_template(*CLOCKS, plan, host)
         assert "ExecStart=/usr/bin/nvidia-smi -pl 362" in clocks.splitlines()
-        assert "-P 362" in render_role_template(*DCGM, plan, host)
+        assert "policy --set" not in render_role_template(*DCGM, plan, host)  # no -P to carry the cap
     rules = render_role_template(*RULES, plan, plan["cluster"]["head"])
     assert "expr: DCGM_FI_DEV_POWER_USAGE > 362" in rules
     assert not re.search(r"\b700 W\b", rules)
@@ -507,7 +498,6 @@ DRIFTS = {
     "plan and file -lgc above the model": lambda p: p["gpu"]["clocks"].update(
         lock_gpu_clocks=[2505, 2505], apply_args=_swap(p["gpu"]["clocks"]["apply_args"], "1980,1980", "2505,2505")
     ),
-    "dcgm -P uncapped": lambda p: p["dcgm"].update(commands=_swap(p["dcgm"]["commands"], "-P 362", "-P 700")),
     "power alert uncapped": lambda p: p["monitoring"].update(
         rules_yaml=_replace(
             p["monitoring"]["rules_yaml"], "DCGM_FI_DEV_POWER_USAGE > 362", "DCGM_FI_DEV_POWER_USAGE > 700"

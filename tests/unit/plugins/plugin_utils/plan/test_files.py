@@ -10,10 +10,11 @@ import re
 from typing import Any
 
 import pytest
-from conftest import ROLE_FILES, cluster_plan, load_inventory
+import yaml
+from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly, files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import (
     HOSTS,
     conditions,
@@ -100,3 +101,49 @@ def test_a_template_listed_twice_or_a_list_that_is_not_one_is_an_error(tier3: di
         files_manifest(tier3, {"common": [_entry(), _entry()]})
     with pytest.raises(PlanError, match=re.escape("roles/common/vars/files.yml common_files")):
         files_manifest(tier3, {"common": None})
+
+
+# ---------------------------------------------------------------- the Kubernetes path's file sets
+
+
+def test_kubernetes_compute_nodes_keep_node_tuning_and_get_no_slurm_files() -> None:
+    plan = cluster_plan(*load_inventory("tier4-k8s"))
+    assert plan["cluster"]["scheduler"] == "kubernetes"
+    dests = {f["dest"] for f in plan["files"]["compute01"]}
+    assert {
+        "/etc/systemd/system/gpucluster-gpu-clocks.service",
+        "/etc/gpucluster/healthcheck.json",
+        "/etc/systemd/system/gpucluster-healthcheck.service",
+        "/etc/systemd/system/gpucluster-healthcheck.timer",
+        "/etc/systemd/system/nvidia-fabricmanager.service.d/gpucluster.conf",
+        "/etc/modules-load.d/gpucluster-gpudirect.conf",
+    } <= dests
+    for host, host_files in plan["files"].items():
+        slurm = [f["dest"] for f in host_files if f["role"] == "slurm" or "/slurm/" in f["dest"]]
+        assert slurm == [], host
+        assert not {"/usr/local/sbin/gpucluster-prolog", "/usr/local/sbin/gpucluster-epilog"} & {
+            f["dest"] for f in host_files
+        }, host
+    rows = [r for s in plan["report"] for r in s["rows"] if r[0] == "scheduler"]
+    assert [r[:2] for r in rows] == [["scheduler", "Kubernetes (Kueue, KubeRay)"]]
+    assert "gpucluster_cluster.scheduler: kubernetes" in rows[0][2]
+
+
+def test_slurm_plans_keep_their_files_and_no_health_timer() -> None:
+    plan = cluster_plan(*load_inventory("tier3"))
+    dests = {f["dest"] for f in plan["files"]["compute01"]}
+    assert "/etc/slurm/slurm.conf" in dests and "/usr/local/sbin/gpucluster-epilog" in dests
+    assert "/etc/systemd/system/gpucluster-healthcheck.timer" not in dests
+    assert files.SCHEDULER_ROLES == {"slurm": "slurm"}
+
+
+def test_site_yml_runs_the_compute_role_on_both_scheduler_paths() -> None:
+    plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
+    batch = next(p for p in plays if p["name"] == "Compute nodes, in rolling batches")
+    tasks = batch["tasks"][0]["block"]
+    compute = next(
+        t for t in tasks if t.get("ansible.builtin.import_role", {}).get("name") == "gpucluster.tiers.compute"
+    )
+    assert "when" not in compute
+    slurm = next(t for t in tasks if t.get("ansible.builtin.import_role", {}).get("name") == "gpucluster.tiers.slurm")
+    assert any("scheduler" in w for w in slurm["when"])

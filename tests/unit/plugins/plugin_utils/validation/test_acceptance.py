@@ -553,3 +553,49 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
         " reason=gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+2 more)"
         for node in ("compute01", "compute02")
     ]
+
+
+# ---------------------------------------------------------------- MIG nodes and the whole-GPU tests
+
+
+def _mig_on_compute01(tier: str = "tier3") -> dict[str, Any]:
+    site, groups = load_inventory(tier)
+    site = copy.deepcopy(site)
+    policy = {**(site.get("gpucluster_gpu_policy") or {})}
+    policy["mig"] = [{"nodes": ["compute01"], "gpus": "all", "profiles": ["3g.40gb", "3g.40gb"]}]
+    site["gpucluster_gpu_policy"] = policy
+    return cluster_plan(site, groups)
+
+
+def test_mig_nodes_are_left_out_of_whole_gpu_all_reduce() -> None:
+    plan = _mig_on_compute01()
+    ar = plan["validation"]["tests"]["all_reduce"]
+    compute = [h for h, v in plan["hosts"].items() if "compute" in v["roles"]]
+    assert ar["excluded"] == {"compute01": acceptance.MIG_EXCLUDED}
+    assert ar["nodes"] == len(compute) - 1 and ar["ranks"] == ar["nodes"] * ar["gpus_per_node"]
+    assert "compute01" not in ar["hostlist"] and ar["inter_node"]
+    checks = acceptance.acceptance_checks(plan, {})
+    intra = [c["nodes"] for c in checks if c["name"] == "all_reduce_intra_node"]
+    assert ["compute01"] not in intra and len(intra) == len(compute) - 1
+    inter = next(c for c in checks if c["name"] == "all_reduce_inter_node")
+    assert "compute01" not in inter["nodes"]
+    assert any(c["name"] == "dcgm_diag" and c["nodes"] == ["compute01"] for c in checks)  # still checked
+    report = acceptance.acceptance_report(plan, checks)
+    assert report["all_reduce_nodes"]["excluded"] == {"compute01": acceptance.MIG_EXCLUDED}
+    text = acceptance.report_markdown(report)
+    assert f"tested on {len(compute) - 1} node(s)" in text and f"- compute01: {acceptance.MIG_EXCLUDED}" in text
+
+
+def test_mig_example_tests_no_whole_gpu_all_reduce_and_says_why() -> None:
+    plan = cluster_plan(*load_inventory("examples/tier2-mig"))
+    ar = plan["validation"]["tests"]["all_reduce"]
+    assert sorted(ar["excluded"]) == ["compute01", "compute02"]
+    assert ar["nodes"] == 0 and not ar["inter_node"]
+    assert not [c for c in acceptance.acceptance_checks(plan, {}) if c["name"].startswith("all_reduce")]
+
+
+def test_without_mig_every_node_is_tested() -> None:
+    plan = cluster_plan(*load_inventory("tier3"))
+    ar = plan["validation"]["tests"]["all_reduce"]
+    assert ar["excluded"] == {} and ar["hostlist"] == plan["cluster"]["compute_hostlist"]
+    assert "Left out" not in acceptance.report_markdown(acceptance.acceptance_report(plan, []))
