@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_SPLIT = re.compile(r"^(.*?)(\d+)$")
+_SPLIT = re.compile(r"^(.*?)(\d+)\Z")
 
 
 def compress(names: list[str]) -> str:
@@ -40,7 +40,7 @@ def expand(expr: str) -> list[str]:
     """Expand a host list expression; inverse of :func:`compress`."""
     out: list[str] = []
     for token in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
-        m = re.match(r"^(.*)\[([^\]]*)\](.*)$", token)
+        m = re.match(r"^(.*)\[([^\]]*)\](.*)\Z", token)
         if not m:
             out.append(token)
             continue

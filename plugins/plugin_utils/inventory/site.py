@@ -45,8 +45,8 @@ NIC_PURPOSES = ("compute", "storage", "management")
 CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
 #: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
 NCCL_TOPOLOGIES = ("detect", "file")
-PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
 @dataclass
@@ -365,7 +365,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     cluster = _section(raw, "gpucluster_cluster")
     name = _str(cluster, "gpucluster_cluster", "name")
     require(
-        bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name)),
+        bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", name)),
         "gpucluster_cluster.name",
         name,
         "letters, digits, '.', '_' and '-' (it names build/plan/<name>)",

@@ -46,9 +46,9 @@ PRIMARY_ON_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-on"
 PRIMARY_ON_REASON = "slurmctld-takeover: slurmd not registered yet"
 #: Seconds for slurmctld's registration agent (it starts about 5 s after the controller does) and slow hosts.
 REGISTRATION_MARGIN_S = 30
-_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
-_WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*$")
-_OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/-]*\Z")
+_WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*\Z")
+_OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+\Z")
 
 
 @dataclass(frozen=True)
