@@ -120,6 +120,15 @@ def _plan_error(error: ValidationError) -> PlanError:
             key,  # the key is what is wrong (its value may be a whole section)
             f"no such key in {where}; known keys: {', '.join(known)}{_did_you_mean(key, known)}",
         )
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if not isinstance(error.instance, dict) or k not in error.instance]
+        key = missing[0] if missing else "?"
+        what = _described([*path, key])
+        return PlanError(
+            field_path([*path, key]),
+            None,
+            f"a value: the key {key} is missing from {field_path(path)}{' (' + what + ')' if what else ''}",
+        )
     value = _shown(error.instance)
     field = field_path(path)
     if error.validator == "type":
@@ -179,10 +188,12 @@ def _control_or_non_finite(value: Any, path: list[Any]) -> PlanError | None:
                 f" {found.start()}: a newline, tab or escape would split the line of the file it is written to)",
             )
     elif isinstance(value, float) and not math.isfinite(value):
+        what = _described(path)
         return PlanError(
             field_path(path),
             value,
-            "a finite number (.nan, .inf and -.inf are not values a plan can compare or write)",
+            f"{what + ': ' if what else ''}a finite number (.nan, .inf and -.inf are not values a plan can compare"
+            " or write)",
         )
     elif isinstance(value, dict):
         for key, sub in value.items():

@@ -19,6 +19,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import check_values
 
 #: Groups whose hosts are storage hosts too (the storage play runs on them).
 STORAGE_GROUPS = (
@@ -362,6 +363,11 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     require(isinstance(raw, dict), "gpucluster_*", type(raw).__name__, "a mapping of the gpucluster_* variables")
     # types, closed sections and string forms first (schema_v1.json); ranges and cross-field rules below
     check_inventory(raw)
+    # values that have their form but cannot be meant (reserved names, system folders, special networks,
+    # impossible nodes), before any rule derives a value from them: the error names the field written
+    known = {str(h) for g in ROLE_GROUPS for h in groups.get(g) or []}
+    storage = {str(h) for g in ("storage", *STORAGE_GROUPS, "compute") for h in groups.get(g) or []}
+    check_values(raw, groups, hosts=sorted(known), storage_hosts=len(storage))
     cluster = _section(raw, "gpucluster_cluster")
     name = _str(cluster, "gpucluster_cluster", "name")
     require(
