@@ -322,12 +322,15 @@ def _check_node(raw: dict[str, Any]) -> None:
     psus, rating = node.get("psu_count"), node.get("psu_rating_w")
     need_w = _node_min_w(node, model)
     if isinstance(psus, int) and isinstance(rating, (int, float)) and need_w:
+        # blame the count when each PSU is a real server PSU (>= 1 kW) and there are too few of them
+        blame = ("psu_count", psus) if rating >= 1000 else ("psu_rating_w", rating)
         require(
             psus * rating >= need_w,
-            f"{p}.psu_rating_w",
-            rating,
-            f"PSUs that together power one node: {p}.psu_count {psus} x psu_rating_w >= {need_w:g} W (base_power_w"
-            f" + {count} GPUs at their lowest power limit), so >= {math.ceil(need_w / psus)} W each",
+            f"{p}.{blame[0]}",
+            blame[1],
+            f"PSUs that together power one node: psu_count x psu_rating_w >= {need_w:g} W (base_power_w + {count}"
+            f" GPUs at their lowest power limit); {psus} x {rating:g} W is {psus * rating:g} W: at least"
+            f" {math.ceil(need_w / rating)} PSUs of {rating:g} W, or {psus} of >= {math.ceil(need_w / psus)} W",
         )
 
 
