@@ -419,7 +419,7 @@ def _near_miss(name: str, known: list[str]) -> str | None:
     if name.startswith(PREFIX + "_"):
         return None
     first, _, rest = name.partition("_")
-    if first != PREFIX and difflib.SequenceMatcher(None, first.lower(), PREFIX).ratio() >= 0.8:
+    if first != PREFIX and difflib.SequenceMatcher(None, first.lower(), PREFIX).ratio() >= 0.85:
         guess = difflib.get_close_matches(f"{PREFIX}_{rest}", known, n=1, cutoff=0.6)
         return guess[0] if guess else f"{PREFIX}_{rest}"
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
@@ -493,6 +493,8 @@ def check_host_variables(
                 + ("its own value" if name in reference else "it while group all has none")
                 + f" (host_vars/{host}, another group's group_vars, or hosts.yml), which the plan would ignore",
             )
+    if "ansible_host" in extra_vars:  # -e ansible_host=... gives every host one address on purpose
+        return
     seen: dict[str, str] = {}
     for host in order[1:]:
         address = str((host_vars.get(host) or {}).get("ansible_host") or host)
