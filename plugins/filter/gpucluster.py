@@ -76,6 +76,30 @@ def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dic
     return _run("cluster_plan", _engine("plan.assembly").cluster_plan, site, groups, role_files())
 
 
+def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> bool:
+    """True, or an error naming the variable: a misspelt site variable, a gpucluster_* variable set on a
+    host or a group other than all, gpucluster_plan_root/_dir from the inventory (they are -e choices),
+    two hosts with one ansible_host (plugin_utils/inventory/site.py ``check_host_variables``).
+
+    ``source`` is ``hostvars``: each host's variables are read raw (``HostVars.raw_get``, no templating);
+    the command line's variables (``-e``) from its variable manager."""
+    if not hasattr(source, "raw_get"):
+        raise AnsibleFilterError("gpucluster.tiers.inventory_scope: input must be hostvars")
+    site = _engine("inventory.site")
+    manager = getattr(source, "_variable_manager", None)
+    extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
+    seen: dict[str, dict[str, Any]] = {}
+    for host in [controller, *[str(h) for h in hosts or []]]:
+        raw = source.raw_get(host)
+        if isinstance(raw, Mapping) and host not in seen:
+            seen[host] = plain(site.variables_to_check(dict(raw)))
+    try:
+        site.check_host_variables(seen, controller=controller, extra_vars=extra)
+    except PlanError as exc:
+        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+    return True
+
+
 def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:
     """One host's slice of the plan (plugin_utils/plan/host_plan.py).
 
@@ -157,6 +181,7 @@ class FilterModule:
         return {
             "cluster_plan": cluster_plan,
             "host_plan": host_plan_filter,
+            "inventory_scope": inventory_scope,
             "plan_sha256": plan_sha256,
             "gpu_model": gpu_model,
             "gpu_clocks": gpu_clocks,

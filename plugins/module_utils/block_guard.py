@@ -134,7 +134,7 @@ def parse_mdadm_detail_export(text: str) -> dict[str, Any] | None:
         return None
     members: dict[str, dict[str, str]] = {}
     for key, value in kv.items():
-        m = re.match(r"^MD_DEVICE_(.+)_(ROLE|DEV)$", key)
+        m = re.match(r"^MD_DEVICE_(.+)_(ROLE|DEV)\Z", key)
         if m:
             members.setdefault(m.group(1), {})[m.group(2)] = value
     devices = sorted(m["DEV"] for m in members.values() if "DEV" in m and m.get("ROLE", "") != "spare")
@@ -153,7 +153,7 @@ def parse_mdstat(text: str) -> dict[str, dict[str, Any]]:
     """Arrays in /proc/mdstat: {md0: {state, level, devices: [/dev/...]}}."""
     out: dict[str, dict[str, Any]] = {}
     for line in text.splitlines():
-        m = re.match(r"^(md[\w/]*)\s*:\s*(.*)$", line)
+        m = re.match(r"^(md[\w/]*)\s*:\s*(.*)\Z", line)
         if not m:
             continue
         tokens = m.group(2).split()

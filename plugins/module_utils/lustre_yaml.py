@@ -72,7 +72,7 @@ def setstripe_args(components: list[dict[str, Any]]) -> str:
 
 
 _TOP_KEY = re.compile(r"^[A-Za-z_][\w.]*:")
-_KEY_VALUE = re.compile(r"^([A-Za-z_][\w.]*):(?:\s+(.*))?$")
+_KEY_VALUE = re.compile(r"^([A-Za-z_][\w.]*):(?:\s+(.*))?\Z")
 
 
 class LayoutError(ValueError):

@@ -30,7 +30,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
 RAIL_TOPOLOGIES = ("rail_optimized", "fat_tree")
 LARGE_FABRIC_NODES = 256  # docs/sources.md §2.2: raise NCCL_IB_TIMEOUT to 22 on very large fabrics
-PCI_BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+PCI_BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 # docs/sources.md §2.4; NCCL src/graph/topo.cc kvDictPciClass (0x060400 bridge = PCI switch, 0x03 GPU, 0x02 NIC)
 PCI_CLASS = {"bridge": "0x060400", "gpu": "0x030200", "infiniband": "0x020700", "ethernet": "0x020000"}
 # link_speed strings NCCL knows (src/graph/topo.cc kvDictPciGen, as Linux >= 5.7 writes max_link_speed): any other

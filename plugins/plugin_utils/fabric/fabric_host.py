@@ -46,7 +46,7 @@ ROUTING_NOTES = {
     "minhop": "minimum-hop routing (opensm's default): one switch per subnet has no credit loops",
     "updn": "up/down routing, roots auto-detected: no credit loops across leaves and spines",
 }
-PORT_GUID = re.compile(r"^0x[0-9a-fA-F]{16}$")
+PORT_GUID = re.compile(r"^0x[0-9a-fA-F]{16}\Z")
 OPENSM_PARTITIONS_FILE = "/etc/opensm/partitions.conf"
 
 # docs/sources.md §7.1/7.2: RoCE data DSCP 26 (ToS 106 with ECT(0)) on priority 3, CNP DSCP 48 on

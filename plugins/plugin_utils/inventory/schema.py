@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import pkgutil
 import re
 from collections.abc import Iterable
@@ -42,8 +43,9 @@ SCHEMA_ID: str = SCHEMA["$id"]
 
 def _python_pattern(pattern: str) -> str:
     """A schema pattern with ECMA-262's ``$`` (end of the string) for Python's re, whose ``$`` also
-    matches before a final newline: ``"pool.ntp.org\n"`` must not pass ``^...$``."""
-    return pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith(r"\$") else pattern
+    matches before a final newline: ``"pool.ntp.org\n"`` must not pass ``^...$``. Every unescaped
+    ``$`` (the last one and those inside look-aheads such as ``(/|$)``) becomes ``\\Z``."""
+    return re.sub(r"(?<!\\)\$", r"\\Z", pattern)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterable[ValidationError]:
@@ -69,8 +71,13 @@ _TYPE_WORDS = {
     "boolean": "true or false",
     "null": "nothing (null)",
 }
-_NUMBER_WITH_UNIT = re.compile(r"^\s*[-+]?[0-9]+(\.[0-9]+)?\s*[A-Za-z%/]+\s*$")
-_NUMBER_TEXT = re.compile(r"^\s*[-+]?[0-9]+(\.[0-9]+)?\s*$")
+_NUMBER_WITH_UNIT = re.compile(r"^\s*[-+]?[0-9]+(\.[0-9]+)?\s*[A-Za-z%/]+\s*\Z")
+_NUMBER_TEXT = re.compile(r"^\s*[-+]?[0-9]+(\.[0-9]+)?\s*\Z")
+#: Characters no inventory string may hold, whatever its field (one rule, checked before the schema):
+#: C0 and C1 controls (newline, tab, escape, NEL...), DEL, and the Unicode line and paragraph
+#: separators. A newline in a host name, an NQN or a mount option splits the line of /etc/hosts, a
+#: systemd unit or slurm.conf it lands in.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SHOWN = 80  # characters of a bad value shown in a message (a 5,000-character name is cut)
 
 
@@ -113,6 +120,15 @@ def _plan_error(error: ValidationError) -> PlanError:
             key,  # the key is what is wrong (its value may be a whole section)
             f"no such key in {where}; known keys: {', '.join(known)}{_did_you_mean(key, known)}",
         )
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if not isinstance(error.instance, dict) or k not in error.instance]
+        key = missing[0] if missing else "?"
+        what = _described([*path, key])
+        return PlanError(
+            field_path([*path, key]),
+            None,
+            f"a value: the key {key} is missing from {field_path(path)}{' (' + what + ')' if what else ''}",
+        )
     value = _shown(error.instance)
     field = field_path(path)
     if error.validator == "type":
@@ -140,8 +156,72 @@ def _order(error: ValidationError) -> tuple[int, str]:
     return (0 if error.validator == "additionalProperties" else 1, field_path(error.absolute_path))
 
 
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        target = SCHEMA["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _described(path: list[Any]) -> str:
+    """What the schema says a field is (its description), or "" when it says nothing."""
+    schema: Any = SCHEMA
+    for step in path:
+        schema = _resolve(schema)
+        schema = schema.get("items") if isinstance(step, int) else (schema.get("properties") or {}).get(step)
+        if not isinstance(schema, dict):
+            return ""
+    return str(_resolve(schema).get("description") or "")
+
+
+def _control_or_non_finite(value: Any, path: list[Any]) -> PlanError | None:
+    """The first string (value or key) with a control character, or number that is not finite, in
+    ``value``, as a PlanError naming its field; None when there is none."""
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found:
+            what = _described(path)
+            return PlanError(
+                field_path(path),
+                _shown(value),
+                f"{what + ', ' if what else ''}without control characters (found {found.group(0)!r} at position"
+                f" {found.start()}: a newline, tab or escape would split the line of the file it is written to)",
+            )
+    elif isinstance(value, float) and not math.isfinite(value):
+        what = _described(path)
+        return PlanError(
+            field_path(path),
+            value,
+            f"{what + ': ' if what else ''}a finite number (.nan, .inf and -.inf are not values a plan can compare"
+            " or write)",
+        )
+    elif isinstance(value, dict):
+        for key, sub in value.items():
+            if isinstance(key, str) and _CONTROL.search(key):
+                return PlanError(field_path([*path, key]), key, "a key without control characters")
+            error = _control_or_non_finite(sub, [*path, key])
+            if error:
+                return error
+    elif isinstance(value, (list, tuple)):
+        for i, sub in enumerate(value):
+            error = _control_or_non_finite(sub, [*path, i])
+            if error:
+                return error
+    return None
+
+
+def check_text_and_numbers(data: Any, path: list[Any] | None = None) -> None:
+    """One rule for every field: no string holds a control character and every number is finite
+    (NaN passes every range check, since each comparison with it is false)."""
+    error = _control_or_non_finite(data, list(path or []))
+    if error:
+        raise error
+
+
 def check_inventory(raw: dict[str, Any]) -> None:
-    """Raise PlanError for the first place ``raw`` (the ``gpucluster_*`` variables) breaks the schema."""
+    """Raise PlanError for the first place ``raw`` (the ``gpucluster_*`` variables) breaks the schema:
+    first a control character in any string or a non-finite number anywhere, then the schema."""
+    check_text_and_numbers({k: v for k, v in raw.items() if k not in RUNTIME_NAMES})
     if _VALIDATOR is None:  # declared in pyproject.toml and execution-environment.yml
         raise ImportError("the inventory check needs the Python package jsonschema on the controller") from (
             JSONSCHEMA_IMPORT_ERROR
@@ -167,4 +247,12 @@ def known_keys(schema: dict[str, Any] | None = None, prefix: str = "") -> set[st
     return out
 
 
-__all__ = ["RUNTIME_NAMES", "SCHEMA", "SCHEMA_ID", "check_inventory", "field_path", "known_keys"]
+__all__ = [
+    "RUNTIME_NAMES",
+    "SCHEMA",
+    "SCHEMA_ID",
+    "check_inventory",
+    "check_text_and_numbers",
+    "field_path",
+    "known_keys",
+]

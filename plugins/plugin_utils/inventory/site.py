@@ -8,6 +8,7 @@ plan play before any host is contacted. Defaults come from the tier profile, not
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import check_values
 
 #: Groups whose hosts are storage hosts too (the storage play runs on them).
 STORAGE_GROUPS = (
@@ -45,8 +47,8 @@ NIC_PURPOSES = ("compute", "storage", "management")
 CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
 #: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
 NCCL_TOPOLOGIES = ("detect", "file")
-PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
 @dataclass
@@ -362,10 +364,15 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     require(isinstance(raw, dict), "gpucluster_*", type(raw).__name__, "a mapping of the gpucluster_* variables")
     # types, closed sections and string forms first (schema_v1.json); ranges and cross-field rules below
     check_inventory(raw)
+    # values that have their form but cannot be meant (reserved names, system folders, special networks,
+    # impossible nodes), before any rule derives a value from them: the error names the field written
+    known = {str(h) for g in ROLE_GROUPS for h in groups.get(g) or []}
+    storage = {str(h) for g in ("storage", *STORAGE_GROUPS, "compute") for h in groups.get(g) or []}
+    check_values(raw, groups, hosts=sorted(known), storage_hosts=len(storage))
     cluster = _section(raw, "gpucluster_cluster")
     name = _str(cluster, "gpucluster_cluster", "name")
     require(
-        bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name)),
+        bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z", name)),
         "gpucluster_cluster.name",
         name,
         "letters, digits, '.', '_' and '-' (it names build/plan/<name>)",
@@ -395,3 +402,125 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
         gpu_policy=policy,
         lab=_section(raw, "gpucluster_lab", required=False),
     )
+
+
+#: Where the plan is written: a command-line choice (-e) only, never an inventory variable, so that an
+#: inventory cannot write the plan (and every host's files) outside build/ (playbooks/plan.yml).
+COMMAND_LINE_ONLY = ("gpucluster_plan_root", "gpucluster_plan_dir")
+#: gpucluster_* names that are a run's switches or results, not site data (tasks/plan.yml does not read
+#: them as the site): the plan and its files, the converge lock, the shutdown.
+RUN_PREFIXES = ("gpucluster_plan", "gpucluster_lock", "gpucluster_shutdown_")
+#: The prefix of every site variable; a variable whose first word is this close to it is a typo.
+PREFIX = "gpucluster"
+
+
+def _near_miss(name: str, known: list[str]) -> str | None:
+    """The site variable ``name`` was probably meant as (``gpucluser_gpu_policy`` -> gpucluster_gpu_policy)."""
+    if name.startswith(PREFIX + "_"):
+        return None
+    first, _, rest = name.partition("_")
+    if first != PREFIX and difflib.SequenceMatcher(None, first.lower(), PREFIX).ratio() >= 0.85:
+        guess = difflib.get_close_matches(f"{PREFIX}_{rest}", known, n=1, cutoff=0.6)
+        return guess[0] if guess else f"{PREFIX}_{rest}"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def check_host_variables(
+    host_vars: dict[str, dict[str, Any]],
+    *,
+    controller: str = "localhost",
+    extra_vars: frozenset[str] | set[str] = frozenset(),
+    known: list[str] | None = None,
+    per_host: frozenset[str] = frozenset(),
+) -> None:
+    """Refuse inventory variables the plan would ignore or that would move it (issue 30, item 3 and 5).
+
+    ``host_vars``: each host's inventory variables (the controller's too), only the names this check
+    reads: ``gpucluster_*`` names, names close to them and ``ansible_host``. The plan reads the
+    ``gpucluster_*`` variables as the controller sees them: those of group ``all``. So:
+
+    - a variable named like a site variable but misspelt (``gpucluser_gpu_policy``) is an error with
+      "did you mean";
+    - a ``gpucluster_*`` variable whose value on a host differs from group all's (set in host_vars, on
+      another group, or in hosts.yml) is an error, unless ``per_host`` declares it;
+    - ``gpucluster_plan_root`` and ``gpucluster_plan_dir`` come from the command line (``extra_vars``) only;
+    - two hosts with one ``ansible_host`` are an error (two inventory hosts, one machine).
+    """
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import RUNTIME_NAMES, SCHEMA
+
+    known = sorted(SCHEMA["properties"]) if known is None else known
+    order = [controller, *sorted(h for h in host_vars if h != controller)]
+    for host in order:
+        for name in sorted(host_vars.get(host) or {}):
+            guess = _near_miss(name, known)
+            where = "group all" if host == controller else f"host {host}"
+            require(
+                guess is None,
+                name,
+                name,
+                f"a site variable's name, gpucluster_<section> (known: {', '.join(known)}); set on {where}; "
+                f"did you mean '{guess}'?",
+            )
+            require(
+                name not in COMMAND_LINE_ONLY or name in extra_vars,
+                name,
+                (host_vars.get(host) or {}).get(name),
+                f"a command-line choice only (-e {name}=PATH): an inventory (here on {where}) cannot move where the"
+                " plan and every host's files are written (build/plan/<name>/ under the current directory by default)",
+            )
+    reference = host_vars.get(controller) or {}
+
+    def site_names(values: dict[str, Any]) -> list[str]:
+        return sorted(
+            n
+            for n in values
+            if n.startswith(PREFIX + "_")
+            and n not in RUNTIME_NAMES
+            and not n.startswith(RUN_PREFIXES)
+            and n not in per_host
+            and n not in extra_vars
+        )
+
+    for host in order[1:]:
+        values = host_vars.get(host) or {}
+        for name in site_names(values):
+            require(
+                name in reference and values[name] == reference[name],
+                name,
+                _shown_value(values[name]),
+                f"a value set on group all only (group_vars/all/ or all: vars:): host {host} has "
+                + ("its own value" if name in reference else "it while group all has none")
+                + f" (host_vars/{host}, another group's group_vars, or hosts.yml), which the plan would ignore",
+            )
+    if "ansible_host" in extra_vars:  # -e ansible_host=... gives every host one address on purpose
+        return
+    seen: dict[str, str] = {}
+    for host in order[1:]:
+        address = str((host_vars.get(host) or {}).get("ansible_host") or host)
+        require(
+            address not in seen,
+            f"hostvars.{host}.ansible_host",
+            address,
+            f"an address no other host has ({seen.get(address)} has {address} too: two inventory hosts would be one"
+            " machine, configured twice with two roles)",
+        )
+        seen[address] = host
+
+
+def _shown_value(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
+def variables_to_check(values: dict[str, Any], known: list[str] | None = None) -> dict[str, Any]:
+    """The part of one host's variables :func:`check_host_variables` reads (gpucluster_* names, names
+    close to them, ansible_host), so the filter converts no more than those."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA
+
+    known = sorted(SCHEMA["properties"]) if known is None else known
+    return {
+        n: v
+        for n, v in values.items()
+        if isinstance(n, str) and (n.startswith(PREFIX + "_") or n == "ansible_host" or _near_miss(n, known))
+    }

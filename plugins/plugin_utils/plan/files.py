@@ -49,7 +49,7 @@ SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 #: Per-unit files: ``each: network_unit`` gives one file per interface unit of the host, at <dest>/<unit name>.
 EACH: tuple[str, ...] = ("network_unit",)
 
-_MODE = re.compile(r"^0[0-7]{3}$")
+_MODE = re.compile(r"^0[0-7]{3}\Z")
 
 #: Where NCCL reads the topology file (nccl.conf's NCCL_TOPO_FILE); the compute role's list
 #: installs nccl-topo.xml.j2 there (tests/unit keeps the two equal).

@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "drain_policy": "wait",
 }
 DRAIN_POLICIES = ("wait", "skip")
-_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*\Z")
 
 
 def _batch_size(value: Any) -> int | str:

@@ -55,9 +55,9 @@ REGISTRATION_MARGIN_S = 30
 #: How often the hook asks whether its controller is in control yet: a user's job submitted the moment
 #: a controller answers must find the unregistered GPU nodes drained already (a scontrol ping is cheap).
 ANSWER_POLL_S = 0.1
-_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
-_WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*$")
-_OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/-]*\Z")
+_WHAT = re.compile(r"^[A-Za-z0-9.@_-]+(,[A-Za-z0-9.@_-]+)*:/[A-Za-z0-9._/-]*\Z")
+_OPTIONS = re.compile(r"^[A-Za-z0-9_.=,:/-]+\Z")
 
 
 @dataclass(frozen=True)

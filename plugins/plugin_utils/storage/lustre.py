@@ -163,7 +163,7 @@ def lnet_config(
     *, interfaces: list[str], net: str = "o2ib0", field: str = "gpucluster_storage.lustre"
 ) -> dict[str, Any]:
     """LNet networks as modprobe options and as an lnetctl import file [L6]."""
-    if not re.match(r"^(o2ib|tcp)\d*$", str(net)):
+    if not re.match(r"^(o2ib|tcp)\d*\Z", str(net)):
         raise PlanError(f"{field}.lnet_net", net, "o2ibN (InfiniBand/RoCE) or tcpN")
     if not interfaces or not all(interfaces):
         raise PlanError("gpucluster_node.nics", interfaces, "at least one storage (or compute) NIC for LNet")

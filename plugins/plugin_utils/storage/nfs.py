@@ -194,7 +194,7 @@ def nfs_plan(
         squash = check_choice(item.get("squash", "root_squash"), f"{f}.squash", SQUASH)
         clients = str(item.get("clients", cidr))
         require(
-            bool(re.match(r"^[0-9A-Za-z.:/*_-]+$", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard"
+            bool(re.match(r"^[0-9A-Za-z.:/*_-]+\Z", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard"
         )
         options = f"{access},sync,no_subtree_check,{squash}"
         exports.append(

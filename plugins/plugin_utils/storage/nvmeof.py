@@ -51,7 +51,7 @@ DEFAULT_CTRL_LOSS_TMO = 600
 #: NVMe Qualified Names are at most 223 bytes (NVMF_NQN_SIZE; NVMe base specification [V3]).
 NQN_MAX = 223
 UUID_NQN = "nqn.2014-08.org.nvmexpress:uuid"
-_PREFIX = re.compile(r"^nqn\.[0-9]{4}-[0-9]{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+_PREFIX = re.compile(r"^nqn\.[0-9]{4}-[0-9]{2}\.[a-z0-9][a-z0-9.-]*[a-z0-9]\Z")
 #: Where the target's JSON and the initiator's files go (nvmetcli's default save file is
 #: /etc/nvmet/config.json [V1]; nvme-cli reads /etc/nvme [V2]).
 TARGET_CONFIG = "/etc/nvmet/config.json"

@@ -86,6 +86,9 @@ def drop_compute_nic(inv: Inventory) -> None:
     del node["gpus"][7]["nic"]
 
 
+NO_VALUE = object()
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -93,6 +96,7 @@ class Case:
     field: str  # the PlanError's field, exactly
     fragment: str  # a piece of the message (what is allowed)
     tier: str = "tier3"
+    value: Any = NO_VALUE  # when set: the PlanError shows exactly this value (issue 30's cases set it)
 
 
 LONG = "a" * 5000
@@ -627,9 +631,145 @@ CASES = [
 ]
 
 
+NAN, INF = float("nan"), float("inf")
+SL = "gpucluster_slurm"
+NOCTL = "without control characters"
+SYS = "other than / and the system's own"
+POOL = "a private or routable unicast network"
+NTP = "an NTP server outside the cluster"
+YAML_NAME = "a host name YAML reads as text"
+FINITE = "a finite number"
+K8S = "kube-system"
+
+
+def r2(id: str, path: str, value: Any, fragment: str, tier: str = "tier3", field: str | None = None) -> Case:
+    """One issue-30 case: ``path`` set to ``value``; the error names ``field`` (default: path) and shows value."""
+    shown = value
+    if isinstance(value, list) and len(value) == 1:
+        shown = value[0]
+    return Case(id, put(path, value), field or path, fragment, tier, shown)
+
+
+#: Issue 30 ("reliability, round two"): every class of bad inventory that reached hosts. Each case shows
+#: the field that was changed (never a value derived from it), the bad value and what is allowed.
+ROUND2 = [
+    # --- control characters: one schema rule for every string (schema.py _CONTROL)
+    Case("ctl-host-newline", add_host("compute04\n", "compute"), "groups.compute", "lowercase", value="compute04\n"),
+    r2("ctl-nqn-newline", f"{NV}.nqn_prefix", "nqn.2024-01.org.example\n", NOCTL, NVT),
+    r2("ctl-state-what-newline", f"{SL}.state_save_mount.what", "filer:/export/slurm\n", NOCTL, "tier4"),
+    r2("ctl-state-options-newline", f"{SL}.state_save_mount.options", "rw,hard\n", NOCTL, "tier4"),
+    r2("ctl-tenant-tab", f"{TEN}[0].name", "research\t", NOCTL),
+    r2("ctl-user-escape", f"{TEN}[0].users[0]", "alice\x1b[31m", NOCTL),
+    r2("ctl-cluster-cr", "gpucluster_cluster.name", "tier3\r", NOCTL),
+    r2("ctl-fsname-nul", f"{LU}.fsname", "aifs\x00", NOCTL),
+    r2("ctl-gpu-model-newline", f"{NODE}.gpu_model", "h100_sxm\n", NOCTL),
+    r2("ctl-netdev-line-separator", f"{NODE}.nics[0].netdev", "ibp26s0\u2028", NOCTL),
+    r2("ctl-checkpoints-nel", f"{ST}.paths.checkpoints", "/lustre/aifs/ckpt\x85", NOCTL),
+    r2("ctl-pkey-del", f"{FAB}.infiniband.pkey", "0x7fff\x7f", NOCTL),
+    r2("ctl-lab-proctrack", "gpucluster_lab.slurm_proctrack", "proctrack/linuxproc\n", NOCTL),
+    r2("ctl-mount-vertical-tab", f"{ST}.nfs.exports[0].mount_point", "/shared\x0b", NOCTL, "tier2"),
+    # --- non-finite numbers: refused by the same rule, for every number
+    r2("nan-link-rate", f"{FAB}.link_rate_gbps", NAN, FINITE),
+    r2("inf-memory", f"{NODE}.memory_gib", INF, FINITE),
+    r2("nan-model-params", "gpucluster_workload.model_params_b", NAN, FINITE),
+    r2("minus-inf-budget", "gpucluster_facility.rack_power_budget_kw", -INF, FINITE),
+    r2("nan-overlap-target", "gpucluster_workload.checkpoint_overlap_target", NAN, FINITE),
+    r2("nan-base-power", f"{NODE}.base_power_w", NAN, FINITE),
+    r2("nan-share", f"{TEN}[1].gpu_share_percent", NAN, FINITE),
+    r2("inf-delta-t", "gpucluster_facility.coolant_delta_t_k", INF, FINITE),
+    r2("nan-rated-write", f"{ST}.rated_write_gbps", NAN, FINITE),
+    r2("nan-nic-rate", f"{NODE}.nics[3].rate_gbps", NAN, FINITE),
+    # --- reserved names: Kubernetes' namespaces, Slurm's root account, the system's users
+    r2("tenant-kube-system", f"{TEN}[0].name", "kube-system", K8S),
+    r2("tenant-kube-public", f"{TEN}[1].name", "kube-public", K8S, "tier4-k8s"),
+    r2("tenant-kube-node-lease", f"{TEN}[0].name", "kube-node-lease", K8S, "tier4-k8s"),
+    r2("tenant-default", f"{TEN}[2].name", "default", K8S),
+    r2("tenant-root", f"{TEN}[0].name", "root", "Slurm's root account"),
+    r2("user-root", f"{TEN}[0].users[1]", "root", "not a system or service account"),
+    r2("user-nobody", f"{TEN}[2].users[0]", "nobody", "not a system or service account"),
+    r2("user-slurm", f"{TEN}[1].users[0]", "slurm", "not a system or service account"),
+    # --- system folders as mount points, exports, data, staging and state paths
+    r2("lustre-mount-root", f"{LU}.mount_point", "/", SYS),
+    r2("lustre-mount-usr", f"{LU}.mount_point", "/usr", SYS),
+    r2("checkpoints-etc", f"{ST}.paths.checkpoints", "/etc", SYS),
+    r2("datasets-proc", f"{ST}.paths.datasets", "/proc/datasets", "is under /proc"),
+    r2("scratch-var", f"{ST}.local_scratch", "/var", SYS),
+    r2("staging-etc", f"{CKA}.staging_path", "/etc", SYS),
+    r2("export-root", f"{ST}.nfs.exports[0].path", "/", SYS, "tier2"),
+    r2("export-mount-boot", f"{ST}.nfs.exports[0].mount_point", "/boot", SYS, "tier2"),
+    r2("state-save-var", f"{SL}.state_save_location", "/var", SYS, "tier4"),
+    r2("nvme-mount-tmp", f"{ST}.local_nvme.mount_point", "/tmp", SYS, "tier1"),
+    r2("nvmeof-mount-sys", f"{NV}.mount_point", "/sys/fs/x", "is under /sys", NVT),
+    r2("beegfs-meta-etc", f"{BG}.meta_directory", "/etc/beegfs/meta", "is under /etc", BGT),
+    # --- address pools by kind, size and overlap
+    r2("mgmt-loopback", f"{NET}.management.cidr", "127.0.0.0/24", "loopback"),
+    r2("bmc-this-network", f"{NET}.bmc.cidr", "0.0.0.0/24", "'this network'"),
+    r2("storage-multicast", f"{NET}.storage.cidr", "224.0.0.0/24", "multicast"),
+    r2("fabric-link-local", f"{NET}.fabric.cidr", "169.254.0.0/16", "link-local"),
+    r2("mgmt-reserved", f"{NET}.management.cidr", "240.0.0.0/24", "reserved"),
+    r2("mgmt-slash-29", f"{NET}.management.cidr", "10.30.0.0/29", "room for 8 hosts from first_offset 10: a /27"),
+    r2(
+        "storage-slash-29",
+        f"{NET}.storage.cidr",
+        "10.20.2.0/29",
+        "room for 3 hosts from first_offset 10: a /28",
+        "tier2",
+    ),
+    r2("bmc-overlaps-mgmt", f"{NET}.bmc.cidr", "10.30.0.0/23", "does not overlap gpucluster_network.management"),
+    # --- NTP servers: addresses or host names, outside the cluster
+    r2("ntp-octet-256", f"{NET}.ntp_servers", ["10.0.0.256"], "four numbers 0-255", field=f"{NET}.ntp_servers[0]"),
+    r2("ntp-colon", f"{NET}.ntp_servers", [":"], "an IPv6 address or a host name", field=f"{NET}.ntp_servers[0]"),
+    r2("ntp-head", f"{NET}.ntp_servers", ["head01"], "is a host of this cluster", field=f"{NET}.ntp_servers[0]"),
+    r2(
+        "ntp-head-fqdn",
+        f"{NET}.ntp_servers",
+        ["head01.cluster.internal"],
+        "is a host of this cluster",
+        field=f"{NET}.ntp_servers[0]",
+    ),
+    r2("ntp-head-address", f"{NET}.ntp_servers", ["10.30.0.10"], "management address", field=f"{NET}.ntp_servers[0]"),
+    r2("ntp-loopback", f"{NET}.ntp_servers", ["127.0.0.1"], "not a loopback", field=f"{NET}.ntp_servers[0]"),
+    r2("ntp-multicast", f"{NET}.ntp_servers", ["224.0.1.1"], "multicast", field=f"{NET}.ntp_servers[0]"),
+    r2("ntp-unspecified", f"{NET}.ntp_servers", ["0.0.0.0"], "unspecified", field=f"{NET}.ntp_servers[0]"),
+    # --- host names YAML reads as bool, null or a number (quoted here, as Ansible would pass them)
+    Case("host-yes", add_host("yes", "compute"), "groups.compute", YAML_NAME, value="yes"),
+    Case("host-null", add_host("null", "compute"), "groups.compute", "read as null", value="null"),
+    Case("host-octal", add_host("010", "compute"), "groups.compute", "the number 8", value="010"),
+    Case("host-exponent", add_host("1e3", "storage"), "groups.storage", "the number 1000", value="1e3"),
+    Case("host-true", add_host("true", "compute"), "groups.compute", 'quote it in hosts.yml ("true":)', value="true"),
+    # --- nodes that cannot exist
+    r2("gpus-nine-sxm", f"{NODE}.gpus_per_node", 9, "at most 8 GPUs"),
+    r2("netdev-twice", f"{NODE}.nics[1].netdev", "ibp26s0", "no other NIC of the node has (gpucluster_node.nics[0]"),
+    r2("mgmt-if-not-a-nic", f"{NET}.management.interface", "eth9", "the netdev of one of the node's NICs"),
+    r2("nic-rate-123", f"{NODE}.nics[0].rate_gbps", 123, "a port rate in Gb/s of InfiniBand or Ethernet"),
+    r2("link-rate-123", f"{FAB}.link_rate_gbps", 123, "one of 10, 20, 40, 56, 100, 200, 400, 800"),
+    Case(
+        "roce-rate-56",
+        both(ROCE, put(f"{FAB}.link_rate_gbps", 56)),
+        f"{FAB}.link_rate_gbps",
+        "fabric type roce, in Gb/s: one of 1, 2.5, 5, 10, 25",
+        value=56,
+    ),
+    r2("radix-odd", f"{FAB}.switch_radix", 63, "an even number of switch ports", "tier4"),
+    r2("breaker-1a", "gpucluster_facility.breaker_amps", 1, ">= 2 A at 400 V, 3 phase"),
+    r2("psu-100w", f"{NODE}.psu_rating_w", 100, "psu_count x psu_rating_w >= 6200 W"),
+    r2("psu-one", f"{NODE}.psu_count", 1, "at least 2 PSUs of 3300 W"),
+    # --- the error names the key that is missing, not its parent
+    Case(
+        "tenant-no-share",
+        lambda inv: inv[0]["gpucluster_tenants"][0].pop("gpu_share_percent"),
+        f"{TEN}[0].gpu_share_percent",
+        "the key gpu_share_percent is missing",
+        value=None,
+    ),
+]
+CASES += ROUND2
+
+
 def test_the_table_is_large_and_unique() -> None:
     assert len(CASES) >= 80
     assert len({c.id for c in CASES}) == len(CASES)
+    assert len(ROUND2) >= 60 and all(c.value is not NO_VALUE for c in ROUND2)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -642,6 +782,8 @@ def test_bad_inventory_stops_with_a_field_named_error(case: Case) -> None:
     error = caught.value
     assert error.field == case.field, str(error)
     assert case.fragment in str(error), str(error)
+    if case.value is not NO_VALUE:
+        assert f"value {case.value!r}" in str(error), str(error)
     assert len(str(error)) < 1500, "the message shows a cut value, not 5,000 characters"
 
 
