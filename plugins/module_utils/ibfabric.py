@@ -124,16 +124,23 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+        root = parent.setdefault(x, x)
+        if root == x:
+            return x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:  # path compression
+            parent[x], x = root, parent[x]
+        return root
 
     for s in cabling.get("switches", []):
         find(s["name"])
     for link in cabling.get("links", []):
-        parent[find(node_id(link["a"]))] = find(node_id(link["b"]))
+        a, b = link["a"], link["b"]
+        ra = find(f"{a['node']} {a['hca']}" if a.get("hca") else a["node"])
+        rb = find(f"{b['node']} {b['hca']}" if b.get("hca") else b["node"])
+        if ra != rb:
+            parent[ra] = rb
     out: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     for h in cabling.get("hcas", []):

@@ -51,10 +51,6 @@ def _host_link(host: str, hca: str, rail: int, switch: str, port: int) -> dict[s
     }
 
 
-def _switch_link(a: str, a_port: int, b: str, b_port: int, rail: int | None, kind: str) -> dict[str, Any]:
-    return {"a": {"node": a, "port": a_port}, "b": {"node": b, "port": b_port}, "rail": rail, "kind": kind}
-
-
 def hosts_per_leaf(radix: int, oversubscription: float) -> int:
     """The most host ports h of a radix-port leaf with h + ceil(h / oversubscription) <= radix."""
     h = int(radix * oversubscription / (oversubscription + 1))
@@ -99,10 +95,13 @@ def expected_cabling(
     oversubscription: float = 1,
     min_spines: int = 2,
     field: str = "gpucluster_fabric",
+    links: bool = True,
 ) -> dict[str, Any]:
     """Switches, HCAs and links of the planned fabric (deterministic order), and its ``sizing``.
 
     ``spines``: 0 plans the fewest spines per group; a number is the site's own count (two tiers).
+    ``links=False``: the switches and the sizing (its counts) only, without the HCA and link lists
+    (what the cost model needs of a fabric kind the site does not run).
     """
     check_choice(topology, f"{field}.topology", TOPOLOGIES)
     radix = check_range(switch_radix, f"{field}.switch_radix", 4, 1024, integer=True)
@@ -120,7 +119,8 @@ def expected_cabling(
     }
     if topology == "none" or not rails:
         return out
-    out["hcas"] = [{"host": h, "hca": hca, "rail": r} for h in hosts for r, hca in enumerate(rail_hcas)]
+    if links:
+        out["hcas"] = [{"host": h, "hca": hca, "rail": r} for h in hosts for r, hca in enumerate(rail_hcas)]
     if topology == "single_switch":
         if len(hosts) * rails > radix:
             raise PlanError(
@@ -130,12 +130,13 @@ def expected_cabling(
             )
         out["switches"] = [{"name": "ib-sw01", "kind": "switch", "rail": None, "su": 1, "ports": radix}]
         out["scalable_units"] = [{"name": "su01", "hosts": hosts, "leaves": ["ib-sw01"]}]
-        out["links"] = [
-            _host_link(h, hca, r, "ib-sw01", i * rails + r + 1)
-            for i, h in enumerate(hosts)
-            for r, hca in enumerate(rail_hcas)
-        ]
-        out["sizing"] = _sizing(out, radix, 1, len(hosts) * rails, tiers=1)
+        if links:
+            out["links"] = [
+                _host_link(h, hca, r, "ib-sw01", i * rails + r + 1)
+                for i, h in enumerate(hosts)
+                for r, hca in enumerate(rail_hcas)
+            ]
+        out["sizing"] = _sizing(out, radix, 1, len(hosts) * rails, tiers=1, links=(len(hosts) * rails, 0, 0))
         return out
     if topology == "rail_optimized":
         if len(hosts) > radix:
@@ -144,8 +145,8 @@ def expected_cabling(
                 topology,
                 f"fat_tree (with spines) for more than {radix} hosts: one {radix}-port rail leaf holds {radix} hosts",
             )
-        _leaves(out, hosts, rail_hcas, radix, len(hosts) or 1)
-        out["sizing"] = _sizing(out, radix, 1, len(hosts), tiers=1)
+        _leaves(out, hosts, rail_hcas, radix, len(hosts) or 1, links)
+        out["sizing"] = _sizing(out, radix, 1, len(hosts), tiers=1, links=(len(hosts) * rails, 0, 0))
         return out
     check_choice(spine_scope, f"{field}.spine_scope", SPINE_SCOPES)
     over = check_range(oversubscription, f"{field}.oversubscription", 1, 16)
@@ -153,8 +154,8 @@ def expected_cabling(
     # a leaf reaches every spine of its group: at most its radix - h_max uplink ports of them
     minimum = check_range(min_spines, f"{field}.min_spines", 1, radix - per_su, integer=True)
     fixed = check_range(spines, f"{field}.spines", 0, radix - per_su, integer=True) or None
-    _leaves(out, hosts, rail_hcas, radix, per_su)
-    _fat_tree(out, radix, rails, over, minimum, fixed, spine_scope, per_su, field)
+    _leaves(out, hosts, rail_hcas, radix, per_su, links)
+    _fat_tree(out, radix, rails, over, minimum, fixed, spine_scope, per_su, field, links)
     return out
 
 
@@ -181,6 +182,7 @@ def site_cabling(
     link_rate_gbps: float = 400,
     link_width: str = "4x",
     field: str = "gpucluster_fabric",
+    links: bool = True,
 ) -> dict[str, Any]:
     """:func:`expected_cabling` of an inventory's ``gpucluster_fabric`` section (assembly.py, tco.py)."""
     return expected_cabling(
@@ -195,10 +197,13 @@ def site_cabling(
         oversubscription=section.get("oversubscription", 1),
         min_spines=section.get("min_spines", 2),
         field=field,
+        links=links,
     )
 
 
-def _leaves(out: dict[str, Any], hosts: list[str], rail_hcas: list[str], radix: int, per_su: int) -> None:
+def _leaves(
+    out: dict[str, Any], hosts: list[str], rail_hcas: list[str], radix: int, per_su: int, build: bool = True
+) -> None:
     rails = len(rail_hcas)
     su_count = max(1, math.ceil(len(hosts) / per_su))
     leaves_total = su_count * rails
@@ -210,7 +215,16 @@ def _leaves(out: dict[str, Any], hosts: list[str], rail_hcas: list[str], radix: 
             leaf = _name("leaf", su * rails + r + 1, leaves_total)
             leaves.append(leaf)
             out["switches"].append({"name": leaf, "kind": "leaf", "rail": r, "su": su + 1, "ports": radix})
-            links.extend(_host_link(h, hca, r, leaf, k + 1) for k, h in enumerate(members))
+            if build:
+                links.extend(
+                    {
+                        "a": {"node": h, "hca": hca, "port": 1},
+                        "b": {"node": leaf, "port": k + 1},
+                        "rail": r,
+                        "kind": "host",
+                    }
+                    for k, h in enumerate(members)
+                )
         out["scalable_units"].append({"name": _name("su", su + 1, su_count), "hosts": members, "leaves": leaves})
 
 
@@ -224,8 +238,10 @@ def _fat_tree(
     scope: str,
     per_su: int,
     field: str,
+    build: bool = True,
 ) -> None:
     units = out["scalable_units"]
+    host_links = sum(len(su["hosts"]) for su in units) * rails
     groups = rails if scope == "rail" else 1
     per_group = 1 if scope == "rail" else rails  # leaves of one SU in one spine group
     need = [_uplinks_needed(len(su["hosts"]), over) for su in units]
@@ -240,8 +256,11 @@ def _fat_tree(
 
     two_tier = spread(needs_of(list(range(len(units)))), radix, minimum, fixed)
     if two_tier is not None:
-        _two_tier(out, radix, groups, scope, need, two_tier, per_su)
-        out["sizing"] = _sizing(out, radix, over, per_su, tiers=2, spines_per_group=two_tier, groups=groups)
+        _two_tier(out, radix, groups, scope, need, two_tier, per_su, build)
+        uplinks = sum(rails * two_tier * math.ceil(n / two_tier) for n in need)
+        out["sizing"] = _sizing(
+            out, radix, over, per_su, tiers=2, spines_per_group=two_tier, groups=groups, links=(host_links, uplinks, 0)
+        )
         return
     if fixed:
         two = spread(needs_of(list(range(len(units)))), radix, minimum)
@@ -277,10 +296,12 @@ def _fat_tree(
             f"a fat tree of at most three tiers: {radix}-port switches hold {most} hosts per spine group"
             f" ({'rail plane' if scope == 'rail' else 'fabric'}); a fourth tier is not planned",
         )
-    _three_tier(out, radix, groups, scope, need, pods, pod_spines, down, cores, per_su)
+    _three_tier(out, radix, groups, scope, need, pods, pod_spines, down, cores, per_su, build)
+    uplinks = sum(rails * pod_spines * math.ceil(n / pod_spines) for n in need)
+    core_links = groups * pod_spines * sum(cores * math.ceil(d / cores) for d in down)
     out["sizing"] = _sizing(
         out, radix, over, per_su, tiers=3, spines_per_group=pod_spines, groups=groups, pods=len(pods),
-        sus_per_pod=sus_per_pod, cores_per_group=cores,
+        sus_per_pod=sus_per_pod, cores_per_group=cores, links=(host_links, uplinks, core_links),
     )  # fmt: skip
 
 
@@ -300,13 +321,20 @@ def _uplink(
     count = len(uppers)
     rail = leaf["rail"]
     name = leaf["name"]
-    for s, upper in enumerate(uppers):
-        for j in range(per):
-            links.append(_switch_link(name, base + j * count + s + 1, upper, up_port + j + 1, rail, kind))
+    links.extend(
+        {
+            "a": {"node": name, "port": base + j * count + s + 1},
+            "b": {"node": upper, "port": up_port + j + 1},
+            "rail": rail,
+            "kind": kind,
+        }
+        for s, upper in enumerate(uppers)
+        for j in range(per)
+    )
 
 
 def _two_tier(
-    out: dict[str, Any], radix: int, groups: int, scope: str, need: list[int], spines: int, per_su: int
+    out: dict[str, Any], radix: int, groups: int, scope: str, need: list[int], spines: int, per_su: int, build: bool
 ) -> None:
     total = groups * spines
     links = out["links"]
@@ -317,7 +345,8 @@ def _two_tier(
         used = 0
         for leaf, su in leaves:
             per = math.ceil(need[su] / spines)
-            _uplink(links, leaf, per_su, names, per, used, "uplink")
+            if build:
+                _uplink(links, leaf, per_su, names, per, used, "uplink")
             used += per
 
 
@@ -332,6 +361,7 @@ def _three_tier(
     down: list[int],
     cores: int,
     per_su: int,
+    build: bool,
 ) -> None:
     half = radix // 2
     spine_total = groups * len(pods) * spines
@@ -362,11 +392,13 @@ def _three_tier(
                 if pod_of[su] != q:
                     continue
                 per = math.ceil(need[su] / spines)
-                _uplink(links, leaf, per_su, names, per, used, "uplink")
+                if build:
+                    _uplink(links, leaf, per_su, names, per, used, "uplink")
                 used += per
             per_core = math.ceil(down[q] / cores)
             for j, spine in enumerate(names):
-                _uplink(links, {"name": spine, "rail": rail}, half, core_names[j], per_core, core_used[j], "core")
+                if build:
+                    _uplink(links, {"name": spine, "rail": rail}, half, core_names[j], per_core, core_used[j], "core")
                 core_used[j] += per_core
 
 
@@ -382,14 +414,13 @@ def _sizing(
     pods: int = 0,
     sus_per_pod: int = 0,
     cores_per_group: int = 0,
+    links: tuple[int, int, int] = (0, 0, 0),
 ) -> dict[str, Any]:
-    """The numbers behind the fabric (report.py, docs/fabric.md "Sizing")."""
+    """The numbers behind the fabric (report.py, docs/fabric.md "Sizing"); ``links``: host, leaf-spine
+    and spine-core cable counts, from the design (test_cabling checks them against the link list)."""
     count: dict[str, int] = {}
     for sw in out["switches"]:
         count[sw["kind"]] = count.get(sw["kind"], 0) + 1
-    kinds: dict[str, int] = {}
-    for link in out["links"]:
-        kinds[link["kind"]] = kinds.get(link["kind"], 0) + 1
     return {
         "tiers": tiers,
         "switch_radix": radix,
@@ -404,9 +435,9 @@ def _sizing(
         "leaves": count.get("leaf", 0) + count.get("switch", 0),
         "spines": count.get("spine", 0),
         "cores": count.get("core", 0),
-        "host_links": kinds.get("host", 0),
-        "uplinks": kinds.get("uplink", 0),
-        "core_links": kinds.get("core", 0),
+        "host_links": links[0],
+        "uplinks": links[1],
+        "core_links": links[2],
     }
 
 

@@ -203,7 +203,20 @@ def site_costs(costs: dict[str, Any] | None) -> dict[str, float]:
 
 
 def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
-    """NICs, leaves, spines, cores and links of a fabric plan (cabling.expected_cabling's answer)."""
+    """NICs, leaves, spines, cores and links of a fabric plan (cabling.expected_cabling's answer): its
+    ``sizing`` when it has one (the design's counts), else counted from its lists."""
+    sz = plan_cabling.get("sizing") or {}
+    if sz.get("leaves"):
+        return Counts(
+            nics=sz["host_links"],
+            leaves=sz["leaves"],
+            spines=sz["spines"],
+            host_links=sz["host_links"],
+            uplinks=sz["uplinks"],
+            cores=sz["cores"],
+            core_links=sz["core_links"],
+            switch_radix=sz["switch_radix"],
+        )
     switches: dict[str, int] = {}
     for s in plan_cabling["switches"]:
         switches[s["kind"]] = switches.get(s["kind"], 0) + 1
@@ -305,6 +318,7 @@ def _counts(
         compute_hosts=list(compute_hosts),
         rail_hcas=[f"rail{r}" for r in range(rails)],
         link_rate_gbps=link_rate_gbps,
+        links=False,  # the counts only: no link list for a fabric the site does not run
     )
     return fabric_counts(plan)
 

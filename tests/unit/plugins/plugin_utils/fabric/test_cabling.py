@@ -240,6 +240,17 @@ def test_every_fat_tree_is_a_valid_clos(
         if sw["kind"] == "spine" and sz["tiers"] == 3:
             assert sum(up[name].values()) >= down[name] and len(set(up[name].values())) == 1
     assert sz["tiers"] in (2, 3)
+    # the design's counts are the lists' counts, and the count-only plan (the cost model's) has the same
+    counted = {k: sum(1 for x in c["links"] if x["kind"] == k) for k in ("host", "uplink", "core")}
+    assert (sz["host_links"], sz["uplinks"], sz["core_links"]) == (counted["host"], counted["uplink"], counted["core"])
+    assert (sz["leaves"], sz["spines"], sz["cores"]) == tuple(
+        sum(1 for s in c["switches"] if s["kind"] == k) for k in ("leaf", "spine", "core")
+    )
+    bare = expected_cabling(
+        topology="fat_tree", compute_hosts=computes(nodes), rail_hcas=hcas, switch_radix=radix,
+        oversubscription=over, min_spines=minimum, spine_scope=scope, links=False,
+    )  # fmt: skip
+    assert bare["sizing"] == sz and bare["links"] == [] and bare["hcas"] == []
 
 
 @given(n=st.integers(1, 40), pad=st.integers(1, 4))
