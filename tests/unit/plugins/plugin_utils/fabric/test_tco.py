@@ -207,6 +207,36 @@ def test_each_tier_plan_has_the_section(tier: str) -> None:
     assert any(r[0] == "fabric total" for r in section["rows"])
 
 
+def test_counts_follow_the_plan_and_each_kinds_switch_radix() -> None:
+    """The site's own kind is priced on the plan's fabric; the other kind on the tree its default switch
+    makes: 128 nodes x 8 rails are 4 SUs of 32 on 64-port InfiniBand leaves, 2 SUs of 64 on 128-port
+    Ethernet leaves, so the RoCE column has half the leaves and half the spines."""
+    site, groups = load_inventory("tier4")
+    site = copy.deepcopy(site)
+    site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": 32}
+    groups = {k: v for k, v in groups.items() if k != "all"} | {"compute": [f"compute{i:03d}" for i in range(1, 129)]}
+    plan = cluster_plan(site, groups)
+    t = plan["fabric_tco"]
+    assert t["fabric_type"] == "infiniband"
+    assert (
+        t["counts"]
+        == t["fabrics"]["infiniband"]["counts"]
+        == tco._counts_dict(tco.fabric_counts(plan["fabric"]["cabling"]))
+    )
+    ib, roce = t["fabrics"]["infiniband"]["counts"], t["fabrics"]["roce"]["counts"]
+    assert ib["switches"] == len(plan["fabric"]["cabling"]["switches"]) == 32 + 16
+    assert ib["links"] == len(plan["fabric"]["cabling"]["links"]) == 1024 + 1024
+    assert (ib["switch_radix"], roce["switch_radix"]) == (64, 128)
+    assert (roce["leaves"], roce["spines"], roce["uplinks"]) == (16, 8, 1024)
+    assert t["fabrics"]["roce"]["lines_usd"]["switches"] == pytest.approx(24 * 110000 / 10)
+    # a RoCE site: its own plan (128-port) for the RoCE column, 64-port InfiniBand for the other
+    site["gpucluster_fabric"] = {"type": "roce", "topology": "fat_tree", "link_rate_gbps": 400}
+    t = cluster_plan(site, groups)["fabric_tco"]
+    assert t["fabric_type"] == "roce"
+    assert (t["counts"]["switch_radix"], t["fabrics"]["infiniband"]["counts"]["switch_radix"]) == (128, 64)
+    assert t["fabrics"]["infiniband"]["counts"]["leaves"] == 32
+
+
 def test_filter_from_arguments_and_from_plan() -> None:
     f = FilterModule().filters()["fabric_tco"]
     data = f({**TIER4, "nodes": 8})
