@@ -79,10 +79,10 @@ test: deps lint unit integration molecule ## the whole suite (CI runs this)
 .PHONY: check
 check: lint unit integration ## the quick checks (no root, no lab, minutes): lint, unit, integration
 
-bench-plan: setup ## plan generated clusters of 64..4096 nodes: time and peak memory
+bench-plan: setup ## plan generated clusters of 64..16384 nodes: time and peak memory
 	$(BIN)/python tools/bench/bench_plan.py
 
-BENCH_SIZES ?= 64,256,1024,4096
+BENCH_SIZES ?= 64,256,1024,4096,16384
 BENCH_BEFORE ?= 64,256
 bench-site: setup ## site.yml's controller stage (plan, per-host views) on generated inventories: time, RSS, bytes per host
 	$(BIN)/python tools/bench/bench_site.py --sizes $(BENCH_SIZES) --before "$(BENCH_BEFORE)"

@@ -124,16 +124,23 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+        root = parent.setdefault(x, x)
+        if root == x:
+            return x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:  # path compression
+            parent[x], x = root, parent[x]
+        return root
 
     for s in cabling.get("switches", []):
         find(s["name"])
     for link in cabling.get("links", []):
-        parent[find(node_id(link["a"]))] = find(node_id(link["b"]))
+        a, b = link["a"], link["b"]
+        ra = find(f"{a['node']} {a['hca']}" if a.get("hca") else a["node"])
+        rb = find(f"{b['node']} {b['hca']}" if b.get("hca") else b["node"])
+        if ra != rb:
+            parent[ra] = rb
     out: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     for h in cabling.get("hcas", []):
@@ -432,21 +439,41 @@ def _compare_topology(
     """Slurm topology.conf as planned vs as discovered, switch by switch.
 
     A logical switch of the plan (a scalable unit, or the one physical switch) holds the
-    hosts with an HCA discovered on one of its leaves; a switch of switches (the spines)
-    holds the units whose leaves have a discovered uplink.
+    hosts with an HCA discovered on one of its leaves; a switch of switches (the spines, a
+    pod's spines, the core switches) holds the members with a discovered link out of
+    themselves: an SU's leaves up to a spine, a pod's spines up to a core switch.
     """
     planned = parse_topology_conf(conf)
     leaves_of: dict[str, set[str]] = {}
     for su in cabling.get("scalable_units", []):
         leaves_of[su["name"]] = set(su.get("leaves") or [])
-    for name in planned:
+    tops_of = dict(leaves_of)  # the switches of a member that link upwards
+    inside = {name: set(leaves) for name, leaves in leaves_of.items()}  # a member's own switches
+    for sw in cabling.get("switches", []):
+        pod = sw.get("pod")
+        if sw.get("kind") == "spine" and isinstance(pod, str):
+            tops_of.setdefault(pod, set()).add(sw["name"])
+            inside.setdefault(pod, set()).add(sw["name"])
+    for name, want in planned.items():  # a switch of switches: its members' leaves and switches
+        if want["switches"]:
+            leaves_of.setdefault(name, set().union(*(leaves_of.get(m, set()) for m in want["switches"])))
+            inside.setdefault(name, set()).update(*(inside.get(m, set()) for m in want["switches"]))
         leaves_of.setdefault(name, {name})
-    uplinked = {end[0] for key in found_up for end in key}
+    linked: dict[str, set[str]] = {}
+    for key in found_up:
+        (a, _pa), (b, _pb) = sorted(key)
+        linked.setdefault(a, set()).add(b)
+        linked.setdefault(b, set()).add(a)
+
+    def linked_out(member: str) -> bool:
+        own = inside.get(member, set())
+        return any(peer not in own for top in tops_of.get(member, set()) for peer in linked.get(top, ()))
+
     discovered: dict[str, dict[str, list[str]]] = {}
     for name, want in planned.items():
         leaves = leaves_of.get(name, set())
         nodes = sorted({key[0] for key, got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
-        subs = [s for s in want["switches"] if leaves_of.get(s, set()) & uplinked] if want["switches"] else []
+        subs = [m for m in want["switches"] if linked_out(m)] if want["switches"] else []
         discovered[name] = {"nodes": nodes, "switches": sorted(subs)}
     mismatches = []
     for name, want in planned.items():

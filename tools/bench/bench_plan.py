@@ -1,4 +1,4 @@
-"""make bench-plan: plan generated clusters of 64, 256, 1024 and 4096 nodes.
+"""make bench-plan: plan generated clusters of 64, 256, 1024, 4096 and 16384 nodes.
 
 Prints wall time (best of a few runs) and peak Python memory (tracemalloc) per size.
 A benchmark, not a test: figures go to docs/performance.md.
@@ -22,11 +22,12 @@ from conftest import load_inventory  # noqa: E402
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 
-SIZES = (64, 256, 1024, 4096)
+SIZES = (64, 256, 1024, 4096, 16384)
 
 
 def generated_site(nodes: int) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """tier4's inventory grown to ``nodes`` compute nodes (fat tree, 128-port switches)."""
+    """tier4's inventory grown to ``nodes`` compute nodes: a non-blocking fat tree of 128-port switches with
+    spines per rail plane (two tiers up to 8,192 nodes, three tiers above: 16,384 nodes make 32 pods)."""
     site, _ = load_inventory("tier4")
     site = copy.deepcopy(site)
     width = len(str(nodes))
@@ -34,13 +35,14 @@ def generated_site(nodes: int) -> tuple[dict[str, Any], dict[str, list[str]]]:
     oss = [f"oss{i:02d}" for i in range(1, max(2, nodes // 16) + 1)]
     groups = {"head": ["head01"], "lustre_mds": ["mds01"], "lustre_oss": oss, "compute": compute}
     site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "name": f"bench{nodes}"}
-    site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "switch_radix": 128, "spines": 64, "spine_scope": "rail"}
+    fabric = {k: v for k, v in site["gpucluster_fabric"].items() if k != "spines"}
+    site["gpucluster_fabric"] = {**fabric, "switch_radix": 128, "spine_scope": "rail"}
     site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": nodes // 4}
     site["gpucluster_network"] = {
-        "management": {"cidr": "10.0.0.0/18", "first_offset": 10, "interface": "eno1"},
-        "bmc": {"cidr": "10.0.64.0/18", "first_offset": 10},
-        "storage": {"cidr": "10.0.128.0/18", "first_offset": 10},
-        "fabric": {"cidr": "10.64.0.0/13", "rail_prefix": 18, "first_offset": 10},
+        "management": {"cidr": "10.0.0.0/17", "first_offset": 10, "interface": "eno1"},
+        "bmc": {"cidr": "10.0.128.0/17", "first_offset": 10},
+        "storage": {"cidr": "10.1.0.0/17", "first_offset": 10},
+        "fabric": {"cidr": "10.64.0.0/13", "rail_prefix": 17, "first_offset": 10},
     }
     return site, groups
 
@@ -60,9 +62,10 @@ def measure(nodes: int, repeat: int = 3) -> tuple[float, float, int]:
 
 
 def main() -> int:
+    sizes = [int(s) for s in sys.argv[1].split(",")] if len(sys.argv) > 1 else list(SIZES)
     print(f"{'nodes':>6} {'seconds':>8} {'peak MiB':>9} {'plan.json MiB':>14} {'s/node (ms)':>12}")
     rows = []
-    for n in SIZES:
+    for n in sizes:
         seconds, peak, size = measure(n)
         rows.append((n, seconds))
         print(f"{n:>6} {seconds:>8.3f} {peak:>9.1f} {size / 2**20:>14.1f} {1000 * seconds / n:>12.3f}")

@@ -1,11 +1,15 @@
 """What the compute fabric costs: InfiniBand and RoCEv2 side by side over N years.
 
 For the site's node count, rails and topology the fabric plan (cabling.expected_cabling) gives the
-switches (rail leaves, spines) and the links; the same counts are priced twice, once with
-InfiniBand parts and once with RoCEv2 (Ethernet) parts, whatever fabric the site itself runs:
+switches (rail leaves, spines, core switches) and the links; the fabric is priced twice, once with
+InfiniBand parts and once with RoCEv2 (Ethernet) parts, whatever fabric the site itself runs. The
+site's own fabric kind is priced on the plan's fabric (plan["fabric"]["cabling"]); the other kind on
+the same tree sized with that kind's switch radix (catalog.yml ``switches``: an NDR InfiniBand
+QM9700 has 64 x 400G ports, a 51.2 Tb/s Spectrum-4 SN5600 128 x 400G), so a large RoCE fabric needs
+fewer switches than the InfiniBand one:
 
     NICs       = nodes x rails x nic_usd
-    switches   = (leaves + spines) x switch_usd
+    switches   = (leaves + spines + cores) x switch_usd
     optics     = links x link_usd                      (a link: cable and its two transceivers)
     support    = (NICs + switches + optics) x support_fraction_per_year x years
     staff      = staff_usd_per_year x years            (the fabric specialist's cost)
@@ -20,7 +24,7 @@ becomes GPU-hours the cluster does not deliver:
 
 Every default below is a LIST-PRICE ESTIMATE with its source: the prices and staff costs come from
 the reference article's 64-GPU table (its component lines spread over the tier4 fabric plan's counts:
-64 NICs, 12 switches, 320 links), the watts from NVIDIA's published specifications. A site overrides
+64 NICs, 10 switches, 128 links), the watts from NVIDIA's published specifications. A site overrides
 any of them in the inventory section ``gpucluster_costs`` (docs/inventory.md). With no switched
 fabric (tier1: one node, NVLink only) there is nothing to price: the answer says "no fabric".
 """
@@ -38,8 +42,9 @@ FABRICS = ("infiniband", "roce")
 HOURS_PER_YEAR = 8760  # 365 x 24
 
 #: The reference article 000 ("InfiniBand vs RoCEv2 - The Real TCO for a 64-GPU Cluster"), docs/sources.md
-#: [C1]; the tier4 plan (8 nodes x 8 rails, fat_tree, radix 64,
-#: 4 spines) has 64 NICs, 12 switches (8 rail leaves + 4 spines) and 320 links (64 host + 256 uplinks).
+#: [C1]; the tier4 plan (8 nodes x 8 rails, non-blocking fat_tree, at least 2 spines) has 64 NICs,
+#: 10 switches (8 rail leaves + 2 spines) and 128 links (64 host + 64 uplinks), with 64-port InfiniBand
+#: and with 128-port Ethernet switches alike.
 ARTICLE = "[C1] article 000 (InfiniBand vs RoCEv2 TCO table, 64 GPUs)"
 
 #: Per fabric: (value, source). List-price estimates, not quotes.
@@ -47,13 +52,13 @@ PART_DEFAULTS: dict[str, dict[str, tuple[float, str]]] = {
     "infiniband": {
         "nic_usd": (2000.0, f"{ARTICLE}: NICs ~$128,000 for 64 ConnectX-7 IB = $2,000 each"),
         "switch_usd": (
-            220000 / 12,
-            f"{ARTICLE}: ToR + spine switches ~$220,000 over the tier4 plan's 12 switches = $18,333 each",
+            220000 / 10,
+            f"{ARTICLE}: ToR + spine switches ~$220,000 over the tier4 plan's 10 switches = $22,000 each",
         ),
         "link_usd": (
-            48000 / 320,
-            f"{ARTICLE}: optics and cabling ~$48,000 over the tier4 plan's 320 links = $150 each "
-            "(far below a 400G transceiver's list price: override it)",
+            48000 / 128,
+            f"{ARTICLE}: optics and cabling ~$48,000 over the tier4 plan's 128 links = $375 each "
+            "(below two 400G transceivers' list price: override it)",
         ),
         "staff_usd_per_year": (
             120000.0,
@@ -73,12 +78,12 @@ PART_DEFAULTS: dict[str, dict[str, tuple[float, str]]] = {
     "roce": {
         "nic_usd": (1000.0, f"{ARTICLE}: NICs ~$64,000 for 64 ConnectX-7 Ethernet = $1,000 each"),
         "switch_usd": (
-            110000 / 12,
-            f"{ARTICLE}: ToR + spine switches ~$110,000 over the tier4 plan's 12 switches = $9,167 each",
+            110000 / 10,
+            f"{ARTICLE}: ToR + spine switches ~$110,000 over the tier4 plan's 10 switches = $11,000 each",
         ),
         "link_usd": (
-            38000 / 320,
-            f"{ARTICLE}: optics and cabling ~$38,000 over the tier4 plan's 320 links = $118.75 each",
+            38000 / 128,
+            f"{ARTICLE}: optics and cabling ~$38,000 over the tier4 plan's 128 links = $296.88 each",
         ),
         "staff_usd_per_year": (
             40000.0,
@@ -86,7 +91,7 @@ PART_DEFAULTS: dict[str, dict[str, tuple[float, str]]] = {
         ),
         "switch_w": (
             747.0,
-            "assumed equal to the InfiniBand switch (a 51.2 Tb/s, 64 x 400G switch of the same class); "
+            "assumed equal to the InfiniBand switch (a 51.2 Tb/s switch: SN5600, 128 x 400G [C6]); "
             "set gpucluster_costs.roce.switch_w from the switch's datasheet",
         ),
         "link_w": (
@@ -135,21 +140,24 @@ class FabricParts:
 
 @dataclass(frozen=True)
 class Counts:
-    """What the fabric plan needs: NICs, switches and links (the same for both fabric kinds)."""
+    """What a fabric plan needs: NICs, switches and links."""
 
     nics: int
     leaves: int
     spines: int
     host_links: int
     uplinks: int
+    cores: int = 0
+    core_links: int = 0
+    switch_radix: int = 0
 
     @property
     def switches(self) -> int:
-        return self.leaves + self.spines
+        return self.leaves + self.spines + self.cores
 
     @property
     def links(self) -> int:
-        return self.host_links + self.uplinks
+        return self.host_links + self.uplinks + self.core_links
 
 
 def _number(value: Any, field: str, low: float, high: float | None = None, *, integer: bool = False) -> float:
@@ -195,15 +203,36 @@ def site_costs(costs: dict[str, Any] | None) -> dict[str, float]:
 
 
 def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
-    """NICs, leaves, spines and links of a fabric plan (cabling.expected_cabling's answer)."""
-    switches = plan_cabling["switches"]
-    links = plan_cabling["links"]
+    """NICs, leaves, spines, cores and links of a fabric plan (cabling.expected_cabling's answer): its
+    ``sizing`` when it has one (the design's counts), else counted from its lists."""
+    sz = plan_cabling.get("sizing") or {}
+    if sz.get("leaves"):
+        return Counts(
+            nics=sz["host_links"],
+            leaves=sz["leaves"],
+            spines=sz["spines"],
+            host_links=sz["host_links"],
+            uplinks=sz["uplinks"],
+            cores=sz["cores"],
+            core_links=sz["core_links"],
+            switch_radix=sz["switch_radix"],
+        )
+    switches: dict[str, int] = {}
+    for s in plan_cabling["switches"]:
+        switches[s["kind"]] = switches.get(s["kind"], 0) + 1
+    links: dict[str, int] = {}
+    for link in plan_cabling["links"]:
+        links[link["kind"]] = links.get(link["kind"], 0) + 1
+    radix = max((int(s.get("ports") or 0) for s in plan_cabling["switches"]), default=0)
     return Counts(
         nics=len(plan_cabling["hcas"]),
-        leaves=sum(1 for s in switches if s["kind"] in ("leaf", "switch")),
-        spines=sum(1 for s in switches if s["kind"] == "spine"),
-        host_links=sum(1 for link in links if link["kind"] == "host"),
-        uplinks=sum(1 for link in links if link["kind"] == "uplink"),
+        leaves=switches.get("leaf", 0) + switches.get("switch", 0),
+        spines=switches.get("spine", 0),
+        host_links=links.get("host", 0),
+        uplinks=links.get("uplink", 0),
+        cores=switches.get("core", 0),
+        core_links=links.get("core", 0),
+        switch_radix=radix,
     )
 
 
@@ -255,20 +284,66 @@ def _sources(costs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _counts(
+    kind: str,
+    *,
+    topology: str,
+    compute_hosts: list[str],
+    rails: int,
+    fabric_type: str,
+    switch_radix: int | None,
+    spines: int,
+    spine_scope: str,
+    link_rate_gbps: float,
+    oversubscription: float,
+    min_spines: int,
+    plan_cabling: dict[str, Any] | None,
+) -> Counts:
+    """One fabric kind's counts: the plan's own fabric for the site's kind, else the same tree with the
+    kind's default switch (catalog.yml ``switches``) at the link rate."""
+    if kind == fabric_type and plan_cabling is not None and plan_cabling.get("switches"):
+        return fabric_counts(plan_cabling)
+    own = kind == fabric_type
+    section: dict[str, Any] = {
+        "spine_scope": spine_scope,
+        "oversubscription": oversubscription,
+        "min_spines": min_spines,
+        # the site's radix and spine count are its own fabric kind's; the other kind gets its default switch
+        **({"switch_radix": switch_radix, "spines": spines} if own and switch_radix else {}),
+    }
+    plan = cabling.site_cabling(
+        section,
+        fabric_type=kind,
+        topology=topology,
+        compute_hosts=list(compute_hosts),
+        rail_hcas=[f"rail{r}" for r in range(rails)],
+        link_rate_gbps=link_rate_gbps,
+        links=False,  # the counts only: no link list for a fabric the site does not run
+    )
+    return fabric_counts(plan)
+
+
 def fabric_tco(
     *,
     topology: str,
     compute_hosts: list[str],
     rails: int,
     gpus_per_node: int,
-    switch_radix: int = 64,
+    switch_radix: int | None = None,
     spines: int = 0,
     spine_scope: str = "shared",
     costs: dict[str, Any] | None = None,
     gpu_hour_usd: float = 4.0,
     gpu_hour_field: str = "gpucluster_workload.gpu_hour_cost_usd",
+    fabric_type: str = "infiniband",
+    link_rate_gbps: float = 400,
+    oversubscription: float = 1,
+    min_spines: int = 2,
+    plan_cabling: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """InfiniBand and RoCEv2 priced on the same fabric plan, and RoCE's performance as GPU-hours."""
+    """InfiniBand and RoCEv2 priced on the site's fat tree (each with its own switch radix), and RoCE's
+    performance as GPU-hours. ``switch_radix`` and ``spines`` are the site's own fabric kind's
+    (``fabric_type``); ``plan_cabling``: the plan's fabric, priced as it is for that kind."""
     costs = dict(costs or {})
     site = site_costs(costs)
     ib_parts, roce_parts = (parts(kind, costs.get(kind)) for kind in FABRICS)
@@ -288,16 +363,26 @@ def fabric_tco(
     if topology == "none" or rails == 0:
         why = "one node: GPUs talk over NVLink" if nodes <= 1 else "no switched fabric (topology none)"
         return {**head, "applies": False, "reason": f"no fabric: {why}; nothing to price"}
-    plan_cabling = cabling.expected_cabling(
-        topology=topology,
-        compute_hosts=list(compute_hosts),
-        rail_hcas=[f"rail{r}" for r in range(rails)],
-        switch_radix=switch_radix,
-        spines=spines,
-        spine_scope=spine_scope,
-    )
-    counts = fabric_counts(plan_cabling)
-    fabrics = {"infiniband": bill(counts, ib_parts, site), "roce": bill(counts, roce_parts, site)}
+    own = fabric_type if fabric_type in FABRICS else "infiniband"
+    counts = {
+        kind: _counts(
+            kind,
+            topology=topology,
+            compute_hosts=compute_hosts,
+            rails=rails,
+            fabric_type=own,
+            switch_radix=switch_radix,
+            spines=spines,
+            spine_scope=spine_scope,
+            link_rate_gbps=link_rate_gbps,
+            oversubscription=oversubscription,
+            min_spines=min_spines,
+            plan_cabling=plan_cabling,
+        )
+        for kind in FABRICS
+    }
+    part = {"infiniband": ib_parts, "roce": roce_parts}
+    fabrics = {kind: {**bill(counts[kind], part[kind], site), "counts": _counts_dict(counts[kind])} for kind in FABRICS}
     ratio = site["roce_performance_ratio"]
     penalty = performance_penalty(head["gpus"], site, gpu_hour, ratio)
     low, high = (performance_penalty(head["gpus"], site, gpu_hour, r) for r in ROCE_RATIO_RANGE)
@@ -307,7 +392,8 @@ def fabric_tco(
         **head,
         "applies": True,
         "reason": f"{topology} fabric of {nodes} nodes x {rails} rails, priced as InfiniBand and as RoCEv2",
-        "counts": {**asdict(counts), "switches": counts.switches, "links": counts.links},
+        "counts": _counts_dict(counts[own]),  # the site's own fabric kind's plan
+        "fabric_type": own,
         "inputs": {**site, "gpu_hour_usd": gpu_hour},
         "fabrics": fabrics,
         "delta_usd": delta,  # InfiniBand minus RoCE: > 0 when InfiniBand costs more
@@ -319,6 +405,10 @@ def fabric_tco(
         "roce_with_performance_usd": roce_effective,
         "cheaper_with_performance": "roce" if roce_effective < fabrics["infiniband"]["total_usd"] else "infiniband",
     }
+
+
+def _counts_dict(c: Counts) -> dict[str, int]:
+    return {**asdict(c), "switches": c.switches, "links": c.links}
 
 
 def fabric_tco_for(source: dict[str, Any], *, text: bool = False) -> dict[str, Any] | str:
@@ -336,7 +426,8 @@ def fabric_tco_for(source: dict[str, Any], *, text: bool = False) -> dict[str, A
 
 
 def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
-    """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py)."""
+    """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py): the site's own
+    fabric kind priced on the plan's cabling, the other kind on the same tree with its own switch."""
     f = site.fabric
     wl = site.workload
     return fabric_tco(
@@ -344,11 +435,16 @@ def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
         compute_hosts=list(site.compute_hosts),
         rails=len(site.node.compute_nics),
         gpus_per_node=site.node.gpus_per_node,
-        switch_radix=f.get("switch_radix", 64),
+        switch_radix=f.get("switch_radix"),
         spines=f.get("spines", 0),
         spine_scope=f.get("spine_scope", "shared"),
         costs=site.raw.get(FIELD),
         gpu_hour_usd=wl.get("gpu_hour_cost_usd", 4.0),
+        fabric_type=fab["type"],
+        link_rate_gbps=fab.get("link_rate_gbps") or 400,
+        oversubscription=f.get("oversubscription", 1),
+        min_spines=f.get("min_spines", 2),
+        plan_cabling=fab.get("cabling"),
     )
 
 
@@ -365,9 +461,8 @@ def tco_rows(tco: dict[str, Any]) -> list[list[str]]:
     years = f"{tco['years']:g} years"
     how = {
         "nics": f"{c['nics']} NICs ({tco['nodes']} nodes x {tco['rails']} rails)",
-        "switches": f"{c['switches']} switch{'' if c['switches'] == 1 else 'es'} "
-        f"({c['leaves']} leaf + {c['spines']} spine)",
-        "optics": f"{c['links']} links ({c['host_links']} host + {c['uplinks']} uplinks)",
+        "switches": _per_kind(tco, _switches_text),
+        "optics": _per_kind(tco, _links_text),
         "support": f"{inputs['support_fraction_per_year']:.0%}/year of the hardware x {years}",
         "staff": f"staff cost per year x {years}",
         "power": f"{_kw(ib['power_kw'])} / {_kw(roce['power_kw'])} kW x 8760 h x {years} "
@@ -406,6 +501,27 @@ def tco_rows(tco: dict[str, Any]) -> list[list[str]]:
         ]
     )
     return rows
+
+
+def _switches_text(c: dict[str, Any]) -> str:
+    core = f" + {c['cores']} core" if c.get("cores") else ""
+    radix = f", {c['switch_radix']}-port" if c.get("switch_radix") else ""
+    plural = "" if c["switches"] == 1 else "es"
+    return f"{c['switches']} switch{plural} ({c['leaves']} leaf + {c['spines']} spine{core}{radix})"
+
+
+def _links_text(c: dict[str, Any]) -> str:
+    core = f" + {c['core_links']} core" if c.get("core_links") else ""
+    return f"{c['links']} links ({c['host_links']} host + {c['uplinks']} uplinks{core})"
+
+
+def _per_kind(tco: dict[str, Any], text: Any) -> str:
+    """One text when both fabric kinds have the same counts, else "IB: ...; RoCE: ..."."""
+    ib = tco["fabrics"]["infiniband"].get("counts") or tco["counts"]
+    roce = tco["fabrics"]["roce"].get("counts") or tco["counts"]
+    if text(ib) == text(roce):
+        return text(ib)
+    return f"IB: {text(ib)}; RoCE: {text(roce)}"
 
 
 def _kw(value: float) -> str:

@@ -57,6 +57,7 @@ def _load(text: bytes) -> tuple[dict[str, GpuModel], dict[str, dict[str, str]]]:
     """GPUS and SOURCE from catalog.yml; ValueError naming the entry and the key when the file does not
     match GpuModel (a fault of the collection, not of the inventory)."""
     data = yaml.safe_load(text)
+    data.pop("switches", None)  # the fabric switches: _load_switches
     names = {f.name for f in fields(GpuModel)} - {"key"}
     gpus: dict[str, GpuModel] = {}
     source: dict[str, dict[str, str]] = {}
@@ -73,8 +74,66 @@ def _load(text: bytes) -> tuple[dict[str, GpuModel], dict[str, dict[str, str]]]:
     return gpus, source
 
 
+@dataclass(frozen=True)
+class SwitchModel:
+    """A fabric switch: its port count (the radix) at each link rate (catalog.yml ``switches``)."""
+
+    key: str
+    name: str
+    fabric: str  # infiniband | roce
+    ports: dict[int, int]  # link rate in Gb/s -> ports at that rate
+    default_for: tuple[int, ...]  # link rates at which it is the fabric type's default switch
+    source: dict[str, str] = field(default_factory=dict)
+
+
+def _load_switches(text: bytes) -> dict[str, SwitchModel]:
+    out: dict[str, SwitchModel] = {}
+    for key, entry in (yaml.safe_load(text).get("switches") or {}).items():
+        if not entry.get("source"):
+            raise ValueError(f"catalog.yml: switches.{key} has no source")
+        out[key] = SwitchModel(
+            key=key,
+            name=entry["name"],
+            fabric=entry["fabric"],
+            ports={int(rate): int(n) for rate, n in entry["ports"].items()},
+            default_for=tuple(int(r) for r in entry["default_for"]),
+            source=dict(entry["source"]),
+        )
+    return out
+
+
+_CATALOG = pkgutil.get_data(__name__.rpartition(".")[0], "catalog.yml") or b""
 #: The catalog, by model key; SOURCE[key][field]: where that number comes from (catalog.yml ``source``).
-GPUS, SOURCE = _load(pkgutil.get_data(__name__.rpartition(".")[0], "catalog.yml") or b"")
+GPUS, SOURCE = _load(_CATALOG)
+#: Fabric switches, by key (catalog.yml ``switches``).
+SWITCHES = _load_switches(_CATALOG)
+
+
+def switch_radix(
+    fabric_type: str, link_rate_gbps: float, model: str | None = None, field: str = "gpucluster_fabric"
+) -> int:
+    """Ports per switch at ``link_rate_gbps``: the named ``model``'s, else the fabric type's default switch's."""
+    rate = int(link_rate_gbps)
+    if model is not None:
+        if model not in SWITCHES:
+            raise PlanError(f"{field}.switch_model", model, "one of " + ", ".join(sorted(SWITCHES)))
+        sw = SWITCHES[model]
+        if rate not in sw.ports:
+            raise PlanError(
+                f"{field}.link_rate_gbps",
+                link_rate_gbps,
+                f"a link rate {sw.key} has ports for: {', '.join(str(r) for r in sorted(sw.ports))} Gb/s",
+            )
+        return sw.ports[rate]
+    for sw in SWITCHES.values():
+        if sw.fabric == fabric_type and rate in sw.default_for and rate in sw.ports:
+            return sw.ports[rate]
+    raise PlanError(
+        f"{field}.switch_radix",
+        None,
+        f"a port count (switch_radix) or a switch_model for a {fabric_type} switch at {link_rate_gbps:g} Gb/s:"
+        " the catalog has no default switch for it",
+    )
 
 
 def gpu_model(key: str, field: str = "gpucluster_node.gpu_model") -> GpuModel:

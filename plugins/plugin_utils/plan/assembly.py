@@ -387,13 +387,12 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
     if ftype != "none":
         require(bool(nics), "gpucluster_node.nics", [], "at least one NIC with purpose compute when there is a fabric")
     rate = f.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400
-    cabling = fabric.expected_cabling(
+    cabling = fabric.site_cabling(
+        f,
+        fabric_type=ftype,
         topology=topology if ftype in ("infiniband", "roce") else "none",
         compute_hosts=site.compute_hosts,
         rail_hcas=[n.name for n in nics],
-        switch_radix=f.get("switch_radix", 64),
-        spines=f.get("spines", 0),
-        spine_scope=f.get("spine_scope", "shared"),
         link_rate_gbps=rate,
         link_width=nics[0].width if nics else "4x",
     )

@@ -117,25 +117,29 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
     collapse_hosts = len(fabric_hosts) > max_hosts
     collapse_switches = len(switches) > max_switches
     spines = [s for s in switches if s["kind"] == "spine"]
+    cores = [s for s in switches if s["kind"] == "core"]  # a three-tier fat tree's super-spines
     spine_names = {s["name"] for s in spines}
     box: dict[str, str] = {}  # switch name -> the box that draws it
     for s in switches:
         if not collapse_switches:
             box[s["name"]] = s["name"]
-        elif s["kind"] == "spine":
-            box[s["name"]] = "spines"
+        elif s["kind"] in ("spine", "core"):
+            box[s["name"]] = f"{s['kind']}s"
         else:
             box[s["name"]] = f"su{int(s['su']):02d} leaves" if s.get("su") else s["name"]
 
     # boxes, top to bottom: spines, leaves (or the single switch), compute hosts
     if collapse_switches:
         out.append("  // overview: all spines as one box, each SU's leaves as one box")
+        if cores:
+            label = _dot_label("cores", f"{len(cores)} x {_num(min(s['ports'] for s in cores))} ports")
+            out += _rank([("cores", f'fillcolor="#bfbfbf", label={label}')])
         if spines:
             label = _dot_label("spines", f"{len(spines)} x {_num(min(s['ports'] for s in spines))} ports")
             out += _rank([("spines", f'fillcolor="#d9d9d9", label={label}')])
         groups: dict[str, list[dict[str, Any]]] = {}
         for s in switches:
-            if s["kind"] != "spine":
+            if s["kind"] not in ("spine", "core"):
                 groups.setdefault(box[s["name"]], []).append(s)
         rows = []
         for name, members in groups.items():
@@ -145,10 +149,12 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
         out += _rank(rows)
     else:
         spine_label = 'fillcolor="#d9d9d9", label='
+        if cores:
+            out += _rank([(s["name"], spine_label + _dot_label(s["name"], str(s["ports"]) + " ports")) for s in cores])
         out += _rank([(s["name"], spine_label + _dot_label(s["name"], str(s["ports"]) + " ports")) for s in spines])
         rows = []
         for s in switches:
-            if s["kind"] == "spine":
+            if s["kind"] in ("spine", "core"):
                 continue
             rail = s.get("rail")
             sub = f"rail {rail}" if isinstance(rail, int) else f"{s['ports']} ports"
@@ -171,6 +177,9 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
         if link["kind"] == "host":
             host = su_of.get(a, a) if collapse_hosts else a
             host_edges.setdefault((box[b], host), []).append(link)
+        elif link["kind"] == "core":  # spine (a) -- core (b)
+            key = (box[b], box[a])
+            up_edges[key] = up_edges.get(key, 0) + 1
         else:
             spine, leaf = (b, a) if b in spine_names else (a, b)
             key = (box[spine], box[leaf])

@@ -302,10 +302,49 @@ def _fabric_section(plan: dict[str, Any]) -> dict[str, Any] | None:
         ],
         ["links", len(fab["cabling"]["links"]), "host and uplink cables"],
     ]
+    rows += _fabric_sizing_rows(fab["cabling"].get("sizing") or {})
     if nccl.get("topology"):
         rows.append(["NCCL topology", nccl["topology"], nccl.get("topology_reason", "")])
     rows += [[k, v, "/etc/nccl.conf"] for k, v in nccl["conf"].items()]
     return _section("Fabric and NCCL", rows)
+
+
+def _fabric_sizing_rows(sz: dict[str, Any]) -> list[Row]:
+    """How the fat tree was sized (cabling.py, docs/fabric.md "Sizing"): tiers, oversubscription, spines."""
+    if (sz.get("tiers") or 0) < 2:
+        return []
+    over = sz["oversubscription"]
+    ratio = "1:1, non-blocking" if over == 1 else f"{over:g}:1 host ports to uplinks"
+    rows: list[Row] = [
+        [
+            "fat tree",
+            f"{sz['tiers']} tiers",
+            f"{sz['switch_radix']}-port switches, {sz['hosts_per_leaf']} hosts per leaf",
+        ],
+        ["oversubscription", ratio, "gpucluster_fabric.oversubscription (default 1)"],
+        [
+            "spines",
+            f"{sz['spine_groups']} x {sz['spines_per_group']}",
+            "spine groups x spines (per pod)"
+            if sz["tiers"] == 3
+            else "spine groups x spines: the fewest that carry the uplinks, at least gpucluster_fabric.min_spines",
+        ],
+        [
+            "cables",
+            f"{sz['host_links']} / {sz['uplinks']} / {sz['core_links']}",
+            "host / leaf-spine / spine-core",
+        ],
+    ]
+    if sz["tiers"] == 3:
+        rows.insert(
+            3,
+            [
+                "pods, core switches",
+                f"{sz['pods']} pods, {sz['cores']} core",
+                f"{sz['sus_per_pod']} SUs per pod; {sz['cores_per_group']} core switches per spine index and group",
+            ],
+        )
+    return rows
 
 
 def _parallelism_section(plan: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def test_subnets_one_per_rail_without_spines() -> None:
     assert tier3[3]["sim_host"] == "compute01 mlx5_3" and tier3[3]["switches"] == ["leaf04"]
     assert ibfabric.subnets(fabric("tier3")["cabling"], "compute04")[0]["sim_host"] == "compute04 mlx5_0"
     (tier4,) = ibfabric.subnets(fabric("tier4")["cabling"])
-    assert tier4["rails"] == list(range(8)) and len(tier4["switches"]) == 12
+    assert tier4["rails"] == list(range(8)) and len(tier4["switches"]) == 10  # 8 rail leaves + 2 spines
     assert len(ibfabric.subnets(fabric("tier2")["cabling"])) == 1
     assert ibfabric.subnets(fabric("tier1")["cabling"]) == []
 
@@ -162,6 +162,34 @@ def test_topology_conf_of_two_units_as_discovered() -> None:
     report = ibfabric.compare(planned, synthetic_ports(actual), expected_rate="HDR")
     assert len(report["missing_uplinks"]) == 8 * 32
     assert report["topology"]["mismatches"] == [{"switch": "spines", "missing": ["su02"], "extra": []}]
+
+
+def three_tier_fabric() -> dict[str, Any]:
+    """20 hosts x 2 rails on 8-port switches: 5 SUs of 4 hosts outgrow one two-tier tree (8 leaves under a
+    spine), so pods of 2 SUs (4 leaves, 4 spines each) under core switches."""
+    cabling = fabric_mod.expected_cabling(
+        topology="fat_tree",
+        compute_hosts=[f"gpu{i:02d}" for i in range(1, 21)],
+        rail_hcas=["mlx5_0", "mlx5_1"],
+        switch_radix=8,
+    )
+    return {"cabling": cabling, "topology_conf": fabric_mod.slurm_topology_conf(cabling)}
+
+
+def test_three_tier_topology_conf_as_discovered() -> None:
+    planned = three_tier_fabric()
+    sz = planned["cabling"]["sizing"]
+    assert (sz["tiers"], sz["pods"], sz["spines"], sz["cores"]) == (3, 3, 12, 8)
+    assert planned["topology_conf"].splitlines()[-1] == "SwitchName=core Switches=pod[01-03]"
+    assert ibfabric.compare(planned, synthetic_ports(planned["cabling"]), expected_rate="HDR")["ok"]
+    # pod02 cut off from the core switches: the core's switch of switches loses it, nothing else
+    actual = copy.deepcopy(planned["cabling"])
+    pod02 = {s["name"] for s in actual["switches"] if s.get("pod") == "pod02"}
+    actual["links"] = [x for x in actual["links"] if not (x["kind"] == "core" and x["a"]["node"] in pod02)]
+    report = ibfabric.compare(planned, synthetic_ports(actual), expected_rate="HDR")
+    cut = sum(1 for x in planned["cabling"]["links"] if x["kind"] == "core" and x["a"]["node"] in pod02)
+    assert len(report["missing_uplinks"]) == cut == 16  # 4 pod spines x 4 links up (the 4 leaves' links down)
+    assert report["topology"]["mismatches"] == [{"switch": "core", "missing": ["pod02"], "extra": []}]
 
 
 def test_same_leaf_other_port_and_extra_uplink() -> None:

@@ -165,7 +165,34 @@ def test_ibsim_tier4_missing_spine_uplink_is_the_only_finding() -> None:
     assert only(result["report"], "missing_uplinks") == [
         {"a": "leaf03", "a_port": gone["a"]["port"], "b": "spine02", "b_port": gone["b"]["port"]}
     ]
-    assert result["report"]["counts"]["discovered_uplinks"] == 255
+    assert result["report"]["counts"]["discovered_uplinks"] == 63  # 8 leaves x 8 uplinks (4 to each spine), one gone
+    assert_gone(result["ibsim_pid"])
+
+
+@needs_ibsim
+def test_ibsim_three_tier_fat_tree_matches_its_plan() -> None:
+    """A three-tier fat tree (leaves, pod spines, core switches) in ibsim: opensm brings it up, and the
+    discovered fabric matches the plan and its nested topology.conf; a missing core link is the only finding."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
+
+    plan = cabling.expected_cabling(
+        topology="fat_tree",
+        compute_hosts=[f"gpu{i:02d}" for i in range(1, 21)],
+        rail_hcas=["mlx5_0", "mlx5_1"],
+        switch_radix=8,
+    )
+    planned = {"cabling": plan, "topology_conf": cabling.slurm_topology_conf(plan)}
+    assert plan["sizing"]["tiers"] == 3
+    result = lab_runner().run_check(planned)
+    assert result["report"]["ok"], result["report"]["mismatches"]
+    assert_gone(result["ibsim_pid"])
+    actual = copy.deepcopy(plan)
+    gone = next(x for x in actual["links"] if x["kind"] == "core")
+    actual["links"].remove(gone)
+    result = lab_runner().run_check(planned, actual)
+    assert only(result["report"], "missing_uplinks") == [
+        {"a": gone["a"]["node"], "a_port": gone["a"]["port"], "b": gone["b"]["node"], "b_port": gone["b"]["port"]}
+    ]
     assert_gone(result["ibsim_pid"])
 
 

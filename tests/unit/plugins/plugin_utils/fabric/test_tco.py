@@ -2,7 +2,8 @@
 
 Reference case: the reference article's table "InfiniBand vs RoCEv2 - The Real TCO for a 64-GPU
 Cluster" (/work/shared/reference/articles/000, 8 nodes x 8 H100, NDR 400G vs 400G Ethernet), which is
-also the tier4 fabric plan (fat tree, 8 rail leaves + 4 spines, radix 64).
+also the tier4 fabric plan (non-blocking fat tree, 8 rail leaves + 2 spines, radix 64: 64 host links and 64
+uplinks).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import Filte
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
-TIER4 = {"topology": "fat_tree", "rails": 8, "gpus_per_node": 8, "switch_radix": 64, "spines": 4}
+TIER4 = {"topology": "fat_tree", "rails": 8, "gpus_per_node": 8, "switch_radix": 64}
 HOSTS8 = [f"compute{i:02d}" for i in range(1, 9)]
 
 #: The article's table, line by line (USD, its "~" estimates), as printed.
@@ -43,8 +44,11 @@ def test_article_component_lines_reproduced_from_unit_prices() -> None:
     """Defaults are the article's lines spread over the tier4 parts: the hardware lines come back exactly."""
     t = tier4_tco()
     assert t["counts"] == {
-        "nics": 64, "leaves": 8, "spines": 4, "host_links": 64, "uplinks": 256, "switches": 12, "links": 320
+        "nics": 64, "leaves": 8, "spines": 2, "cores": 0, "host_links": 64, "uplinks": 64, "core_links": 0,
+        "switches": 10, "links": 128, "switch_radix": 64,
     }  # fmt: skip
+    # the RoCE column is sized with the 51.2 Tb/s Ethernet switch (128 x 400G): the same counts at 8 nodes
+    assert t["fabrics"]["roce"]["counts"] == {**t["counts"], "switch_radix": 128}
     for kind in tco.FABRICS:
         lines = t["fabrics"][kind]["lines_usd"]
         for name in ("nics", "switches", "optics", "staff"):
@@ -78,16 +82,16 @@ def test_article_totals_do_not_add_up() -> None:
     kw = {k: ARTICLE_LINES[k]["power"] / (0.10 * tco.HOURS_PER_YEAR * 3) for k in tco.FABRICS}
     assert kw["infiniband"] == pytest.approx(17.88, abs=0.01)
     assert kw["roce"] == pytest.approx(14.84, abs=0.01)
-    # the engine, from datasheet watts (12 x 747 W switches + 320 links x 18 W optics): 14.7 kW for both
+    # the engine, from datasheet watts (10 x 747 W switches + 128 links x 18 W optics): 9.8 kW for both
     t = tier4_tco()
-    assert t["fabrics"]["infiniband"]["power_kw"] == pytest.approx((12 * 747 + 320 * 18) / 1000)
+    assert t["fabrics"]["infiniband"]["power_kw"] == pytest.approx((10 * 747 + 128 * 18) / 1000)
 
 
 def test_article_case_with_the_article_power_reproduces_line_sums() -> None:
     """Given the article's implied network power, the engine's totals are the sums of the article's lines
     (support taken as the 3-year figure), i.e. $1,016,840 and $485,480, not $1,220K and $577K."""
-    ib_w = 47000 / (0.10 * tco.HOURS_PER_YEAR * 3) * 1000 / 12
-    roce_w = 39000 / (0.10 * tco.HOURS_PER_YEAR * 3) * 1000 / 12
+    ib_w = 47000 / (0.10 * tco.HOURS_PER_YEAR * 3) * 1000 / 10
+    roce_w = 39000 / (0.10 * tco.HOURS_PER_YEAR * 3) * 1000 / 10
     t = tier4_tco(infiniband={"switch_w": ib_w, "link_w": 0}, roce={"switch_w": roce_w, "link_w": 0})
     ib, roce = t["fabrics"]["infiniband"], t["fabrics"]["roce"]
     assert ib["lines_usd"]["power"] == pytest.approx(47000)
@@ -137,8 +141,9 @@ def test_no_fabric() -> None:
 
 def test_text_table() -> None:
     text = tco.tco_text(tier4_tco())
-    assert "12 switches (8 leaf + 4 spine)" in text
-    assert "$1,008,535" in text  # the InfiniBand 3-year total from the defaults
+    assert "IB: 10 switches (8 leaf + 2 spine, 64-port); RoCE: 10 switches (8 leaf + 2 spine, 128-port)" in text
+    assert "128 links (64 host + 64 uplinks)" in text
+    assert "$995,526" in text  # the InfiniBand 3-year total from the defaults
     assert "-$672,768" in text
 
 
@@ -200,6 +205,36 @@ def test_each_tier_plan_has_the_section(tier: str) -> None:
     assert t["counts"]["links"] == len(plan["fabric"]["cabling"]["links"])
     assert t["fabrics"]["infiniband"]["total_usd"] > t["fabrics"]["roce"]["total_usd"]
     assert any(r[0] == "fabric total" for r in section["rows"])
+
+
+def test_counts_follow_the_plan_and_each_kinds_switch_radix() -> None:
+    """The site's own kind is priced on the plan's fabric; the other kind on the tree its default switch
+    makes: 128 nodes x 8 rails are 4 SUs of 32 on 64-port InfiniBand leaves, 2 SUs of 64 on 128-port
+    Ethernet leaves, so the RoCE column has half the leaves and half the spines."""
+    site, groups = load_inventory("tier4")
+    site = copy.deepcopy(site)
+    site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": 32}
+    groups = {k: v for k, v in groups.items() if k != "all"} | {"compute": [f"compute{i:03d}" for i in range(1, 129)]}
+    plan = cluster_plan(site, groups)
+    t = plan["fabric_tco"]
+    assert t["fabric_type"] == "infiniband"
+    assert (
+        t["counts"]
+        == t["fabrics"]["infiniband"]["counts"]
+        == tco._counts_dict(tco.fabric_counts(plan["fabric"]["cabling"]))
+    )
+    ib, roce = t["fabrics"]["infiniband"]["counts"], t["fabrics"]["roce"]["counts"]
+    assert ib["switches"] == len(plan["fabric"]["cabling"]["switches"]) == 32 + 16
+    assert ib["links"] == len(plan["fabric"]["cabling"]["links"]) == 1024 + 1024
+    assert (ib["switch_radix"], roce["switch_radix"]) == (64, 128)
+    assert (roce["leaves"], roce["spines"], roce["uplinks"]) == (16, 8, 1024)
+    assert t["fabrics"]["roce"]["lines_usd"]["switches"] == pytest.approx(24 * 110000 / 10)
+    # a RoCE site: its own plan (128-port) for the RoCE column, 64-port InfiniBand for the other
+    site["gpucluster_fabric"] = {"type": "roce", "topology": "fat_tree", "link_rate_gbps": 400}
+    t = cluster_plan(site, groups)["fabric_tco"]
+    assert t["fabric_type"] == "roce"
+    assert (t["counts"]["switch_radix"], t["fabrics"]["infiniband"]["counts"]["switch_radix"]) == (128, 64)
+    assert t["fabrics"]["infiniband"]["counts"]["leaves"] == 32
 
 
 def test_filter_from_arguments_and_from_plan() -> None:

@@ -261,3 +261,20 @@ def test_filters_wrap_the_engine_and_refuse_other_input() -> None:
         filters["fabric_dot"]({"cluster": {}})
     with pytest.raises(AnsibleFilterError, match="Markdown text"):
         filters["markdown_html"](["# x"])
+
+
+def test_three_tier_fabric_draws_core_switches_above_the_spines() -> None:
+    """A three-tier fat tree: core switches on their own rank (one box in the overview), spine-core edges."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import expected_cabling
+
+    hosts = [f"gpu{i:02d}" for i in range(1, 21)]
+    cab = expected_cabling(topology="fat_tree", compute_hosts=hosts, rail_hcas=["mlx5_0", "mlx5_1"], switch_radix=8)
+    plan = {
+        "fabric": {"cabling": cab, "type": "infiniband", "topology": "fat_tree", "rails": 2, "link_rate_gbps": 400},
+        "cluster": {"name": "t", "tier": "custom", "gpus_per_node": 2, "gpu_model": "h100_sxm"},
+        "hosts": {h: {"roles": ["compute"]} for h in hosts},
+    }
+    full = diagram.fabric_dot(plan)
+    assert '"core01" [fillcolor="#d9d9d9", label="core01\\n8 ports"];' in full
+    overview = diagram.fabric_dot(plan, max_switches=10)
+    assert '"cores" -- "spines" [label="x40"' in overview  # every spine-core cable, one edge

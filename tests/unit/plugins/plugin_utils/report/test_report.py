@@ -174,3 +174,21 @@ def test_storage_below_need_planned_anyway_is_a_warning() -> None:
     warnings = plan["report_summary"]["warnings"]
     assert any(w.startswith("Storage below need, planned anyway") and "40 GB/s" in w for w in warnings)
     assert _row(plan, "Storage sizing", "storage keeps up")[1] == "no, planned anyway"
+
+
+def test_fat_tree_sizing_is_in_the_fabric_section() -> None:
+    """tier4: the report names the oversubscription and shows the spines and cables the plan sized."""
+    plan = _plan("tier4")
+    assert _row(plan, "Fabric and NCCL", "fat tree")[1] == "2 tiers"
+    assert _row(plan, "Fabric and NCCL", "oversubscription")[1:] == [
+        "1:1, non-blocking",
+        "gpucluster_fabric.oversubscription (default 1)",
+    ]
+    assert _row(plan, "Fabric and NCCL", "spines")[1] == "1 x 2"
+    assert _row(plan, "Fabric and NCCL", "cables")[1] == "64 / 64 / 0"
+    site, groups = load_inventory("tier4")
+    site = copy.deepcopy(site)
+    site["gpucluster_fabric"]["oversubscription"] = 2
+    plan = cluster_plan(site, groups)
+    assert _row(plan, "Fabric and NCCL", "oversubscription")[1] == "2:1 host ports to uplinks"
+    assert _row(plan, "Fabric and NCCL", "cables")[1] == "64 / 32 / 0"
