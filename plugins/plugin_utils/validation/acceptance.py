@@ -98,12 +98,12 @@ def ib_write_bw_pairs(plan: dict[str, Any]) -> list[dict[str, Any]]:
     fab = plan["fabric"]
     if fab["type"] not in ("infiniband", "roce"):
         return []
-    hosts: list[str] = []
+    seen: dict[str, None] = {}  # the hosts in cabling order, each once (a dict: linear at any size)
     hcas: dict[tuple[str, int], str] = {}
     for h in fab["cabling"].get("hcas") or []:
-        if h["host"] not in hosts:
-            hosts.append(h["host"])
+        seen.setdefault(h["host"])
         hcas[(h["host"], h["rail"])] = h["hca"]
+    hosts = list(seen)
     if len(hosts) < 2:
         return []
     roce = fab["type"] == "roce"
