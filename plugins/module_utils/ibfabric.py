@@ -113,6 +113,12 @@ def node_id(end: dict[str, Any]) -> str:
     return hca_desc(end["node"], end["hca"]) if end.get("hca") else end["node"]
 
 
+def all_links(cabling: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cabling's links and its subnet manager's (``sm_links``: the SM host's ports, one per subnet)."""
+    cabling = cabling_of(cabling)
+    return list(cabling.get("links", [])) + list(cabling.get("sm_links") or [])
+
+
 def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, Any]]:
     """The planned subnets (connected parts of the fabric), each with an HCA to discover from.
 
@@ -132,7 +138,7 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
 
     for s in cabling.get("switches", []):
         find(s["name"])
-    for link in cabling.get("links", []):
+    for link in all_links(cabling):
         parent[find(node_id(link["a"]))] = find(node_id(link["b"]))
     out: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
@@ -273,7 +279,7 @@ def compare(
     # The plan: where each HCA port goes, and the switch-to-switch links.
     planned_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
     planned_up: dict[frozenset, dict[str, Any]] = {}
-    for link in cabling.get("links", []):
+    for link in all_links(cabling):
         a, b = link["a"], link["b"]
         if a.get("hca") and not b.get("hca"):
             key = (a["node"], a["hca"], int(a.get("port", 1)))
@@ -442,10 +448,16 @@ def _compare_topology(
     for name in planned:
         leaves_of.setdefault(name, {name})
     uplinked = {end[0] for key in found_up for end in key}
+    # the hosts Slurm schedules (a subnet manager's HCA on a leaf is no node of a switch)
+    members = {h for su in cabling.get("scalable_units", []) for h in su.get("hosts") or []}
     discovered: dict[str, dict[str, list[str]]] = {}
     for name, want in planned.items():
         leaves = leaves_of.get(name, set())
-        nodes = sorted({key[0] for key, got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
+        nodes = (
+            sorted({k[0] for k, got in found_hca.items() if got["leaf"] in leaves and (not members or k[0] in members)})
+            if want["nodes"]
+            else []
+        )
         subs = [s for s in want["switches"] if leaves_of.get(s, set()) & uplinked] if want["switches"] else []
         discovered[name] = {"nodes": nodes, "switches": sorted(subs)}
     mismatches = []

@@ -34,7 +34,10 @@ def generated_site(nodes: int) -> tuple[dict[str, Any], dict[str, list[str]]]:
     oss = [f"oss{i:02d}" for i in range(1, max(2, nodes // 16) + 1)]
     groups = {"head": ["head01"], "lustre_mds": ["mds01"], "lustre_oss": oss, "compute": compute}
     site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "name": f"bench{nodes}"}
-    site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "switch_radix": 128, "spines": 64, "spine_scope": "rail"}
+    fab = site["gpucluster_fabric"]
+    # spines per rail plane: a subnet per rail, each with one of the head's SM ports (fabric_host.sm_cabling)
+    ib = {**fab["infiniband"], "sm_hcas": [f"mlx5_{r}" for r in range(8)]}
+    site["gpucluster_fabric"] = {**fab, "switch_radix": 128, "spines": 64, "spine_scope": "rail", "infiniband": ib}
     site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": nodes // 4}
     site["gpucluster_network"] = {
         "management": {"cidr": "10.0.0.0/18", "first_offset": 10, "interface": "eno1"},

@@ -91,7 +91,7 @@ def test_bad_roce_values_name_their_field(roce: dict[str, Any], field: str) -> N
 
 
 def test_infiniband_defaults() -> None:
-    ib = fabric_host.infiniband_settings(None, subnet_manager="head", topology="fat_tree", subnets=1)
+    ib = fabric_host.infiniband_settings({"sm_hcas": ["mlx5_0"]}, subnet_manager="head", topology="fat_tree", subnets=1)
     assert ib == {
         "subnet_manager": "head",
         "service_level": None,
@@ -99,6 +99,8 @@ def test_infiniband_defaults() -> None:
         "sm_priority": 14,
         "routing_engine": "updn",
         "sm_port_guids": None,
+        "sm_hcas": ["mlx5_0"],
+        "sm_where": "opensm on the head, one instance per subnet port",
     }
     rail = fabric_host.infiniband_settings({}, subnet_manager="switch", topology="rail_optimized", subnets=8)
     assert rail["routing_engine"] == "minhop"
@@ -119,9 +121,14 @@ def test_infiniband_defaults() -> None:
         ({"routing_engine": "fastest"}, "head", "gpucluster_fabric.infiniband.routing_engine"),
         ({"sm_port_guids": ["0x1"]}, "head", "gpucluster_fabric.infiniband.sm_port_guids"),
         ({"sm_port_guids": ["0x0002c9030002fb05"]}, "head", "gpucluster_fabric.infiniband.sm_port_guids"),
+        ({"sm_hcas": None}, "head", "gpucluster_fabric.infiniband.sm_hcas"),  # no SM port at all
+        ({"sm_hcas": ["mlx5_0"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),  # 2 subnets, 1 port
+        ({"sm_hcas": ["mlx5_0", "mlx5_0"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),
+        ({"sm_hcas": ["mlx5_0", "a b"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),
     ],
 )
 def test_bad_infiniband_values_name_their_field(ib: dict[str, Any], sm: Any, field: str) -> None:
+    ib = {"sm_hcas": ["mlx5_0", "mlx5_1"], **ib}
     with pytest.raises(PlanError) as err:
         fabric_host.infiniband_settings(ib, subnet_manager=sm, topology="rail_optimized", subnets=2)
     assert err.value.field == field
@@ -130,7 +137,10 @@ def test_bad_infiniband_values_name_their_field(ib: dict[str, Any], sm: Any, fie
 def test_full_membership_pkey_and_port_guids_are_accepted() -> None:
     guids = ["0x0002c9030002fb05", "0x0002c9030002fb06"]
     ib = fabric_host.infiniband_settings(
-        {"pkey": "0xffff", "sm_port_guids": guids}, subnet_manager="head", topology="rail_optimized", subnets=2
+        {"pkey": "0xffff", "sm_port_guids": guids, "sm_hcas": ["mlx5_0", "mlx5_1"]},
+        subnet_manager="head",
+        topology="rail_optimized",
+        subnets=2,
     )
     assert ib["pkey"] == "0x7fff"
     assert ib["sm_port_guids"] == guids
@@ -140,7 +150,7 @@ def test_full_membership_pkey_and_port_guids_are_accepted() -> None:
 
 
 def test_bad_subnet_manager_stops_the_plan() -> None:
-    with pytest.raises(PlanError, match=r"gpucluster_fabric\.subnet_manager.*'host'.*head, switch"):
+    with pytest.raises(PlanError, match=r"gpucluster_fabric\.subnet_manager.*'host'.*head, switch, external"):
         cluster_plan(*_site("tier3", subnet_manager="host"))
 
 
@@ -153,9 +163,13 @@ def test_infiniband_tiers_run_opensm_on_the_head(tier: str) -> None:
     assert fh["infiniband_hosts"] == [head, *computes]
     assert fh["roce_hosts"] == []
     assert fh["opensm"]["host"] == head
-    assert fh["check_ignore"] == [f"{head} *"]  # the SM's own HCAs are not in the planned cabling
+    assert fh["check_ignore"] == []  # the SM's own HCAs are in the planned cabling
     # one SM port per subnet: a rail-optimized fabric without spines is a subnet per rail
-    assert len(fh["opensm"]["subnets"]) == (8 if plan["fabric"]["topology"] == "rail_optimized" else 1)
+    subnets = 8 if plan["fabric"]["topology"] == "rail_optimized" else 1
+    assert len(fh["opensm"]["subnets"]) == subnets
+    ports = fh["opensm"]["sm_ports"]
+    assert [p["subnet"] for p in ports] == fh["opensm"]["subnets"]
+    assert fh["node_descriptions"][head] == [{"hca": p["hca"], "desc": f"{head} {p['hca']}"} for p in ports]
     assert fh["node_descriptions"][computes[1]][3] == {"hca": "mlx5_3", "desc": f"{computes[1]} mlx5_3"}
     head_files = {f["dest"] for f in plan["files"][head] if f["role"] == "fabric"}
     assert head_files == {"/etc/opensm/opensm.conf", "/etc/opensm/partitions.conf", "/etc/default/opensm"}
@@ -179,7 +193,12 @@ def test_switch_subnet_manager_leaves_the_head_alone() -> None:
 
 def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list[str]]]) -> None:
     site, groups = tier3
-    site["gpucluster_fabric"]["infiniband"] = {"service_level": 3, "pkey": "0x7fff", "sm_priority": 12}
+    site["gpucluster_fabric"]["infiniband"] = {
+        **site["gpucluster_fabric"]["infiniband"],
+        "service_level": 3,
+        "pkey": "0x7fff",
+        "sm_priority": 12,
+    }
     plan = cluster_plan(site, groups)
     assert plan["nccl"]["conf"]["NCCL_IB_SL"] == "3"
     files = _fabric_files(plan, "head01")
@@ -193,7 +212,8 @@ def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list
     assert re.search(r"^partition_config_file /etc/opensm/partitions.conf$", conf, re.M)
     assert re.search(r"^qos TRUE$", conf, re.M)  # opensm drops a partition SL other than 0 without QoS
     assert 'PORTS="ALL"' in files["/etc/default/opensm"]
-    assert "(8: rail0, rail1," in files["/etc/default/opensm"]
+    assert "one in each planned subnet (8)" in files["/etc/default/opensm"]
+    assert '#   rail7: mlx5_7 ("head01 mlx5_7") on leaf08 port 5' in files["/etc/default/opensm"]
 
 
 @pytest.mark.skipif(shutil.which("opensm") is None, reason="opensm is not installed")
@@ -230,7 +250,7 @@ def test_opensm_files_reach_the_simulated_fabric(tmp_path: Path) -> None:
     lab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab)
     site, groups = _site("tier2")
-    site["gpucluster_fabric"]["infiniband"] = {"service_level": 3, "pkey": "0x7fff"}
+    site["gpucluster_fabric"]["infiniband"] = {**site["gpucluster_fabric"]["infiniband"], "service_level": 3}
     plan = cluster_plan(site, groups)
     files = _fabric_files(plan, "head01")
     partitions = tmp_path / "partitions.conf"
@@ -241,10 +261,10 @@ def test_opensm_files_reach_the_simulated_fabric(tmp_path: Path) -> None:
     sm = None
     try:
         sim.start()
-        # the SM on one HCA (ibsim has no head node); the queries from another
+        # the SM on the head's planned SM port (fabric_host.sm_cabling); the queries from a compute HCA
         sm = subprocess.Popen(
             ["opensm", "-s", "0", "-F", str(conf), "-f", str(tmp_path / "opensm.log")],
-            env=sim.client_env("compute01 mlx5_0"), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            env=sim.client_env("head01 mlx5_0"), cwd=tmp_path, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         env = sim.client_env("compute02 mlx5_0")
