@@ -238,3 +238,61 @@ def test_lab_runner_cli_reports_missing_tools_or_runs(tmp_path: Path, capsys: py
         assert rc == 0 and "fabric matches the plan" in out.out
     else:
         assert rc == 2 and "missing" in out.err
+
+
+def _with_files(tier: str) -> dict[str, Any]:
+    """The plan with each host's file list (conftest's cluster_plan passes the roles' file lists)."""
+    from conftest import cluster_plan as plan_with_files
+
+    return plan_with_files(*load_inventory(tier))
+
+
+def _opensm_files(plan: dict[str, Any], head: str = "head01") -> dict[str, str]:
+    """The head's rendered opensm.conf and partitions.conf (as make plan writes them)."""
+    from conftest import render_role_template
+
+    out = {}
+    for entry in plan["files"][head]:
+        if entry["role"] == "fabric" and entry["dest"].startswith("/etc/opensm/"):
+            out[entry["dest"].rsplit("/", 1)[1]] = render_role_template("fabric", entry["src"], plan, head)
+    return out
+
+
+@needs_ibsim
+@pytest.mark.parametrize("tier", ["tier2", "tier3"])
+def test_opensm_on_the_heads_ports_brings_every_planned_port_active(tier: str) -> None:
+    """opensm from the rendered files, one per subnet on the head's SM port: every planned CA port ACTIVE."""
+    plan = _with_files(tier)
+    files = _opensm_files(plan)
+    started: list[int] = []
+    result = lab_runner().run_sm_check(
+        plan["fabric"], opensm_conf=files["opensm.conf"], partitions_conf=files["partitions.conf"], started=started
+    )
+    assert result["ok"], result
+    assert [s["sm_port"] for s in result["subnets"]] == [
+        f"head01 {x['hca']}" for x in plan["fabric"]["cabling"]["sm_hcas"]
+    ]
+    assert result["planned_ca_ports"] == (17 if tier == "tier2" else 40)
+    assert {s["sm_priority"] for s in result["subnets"]} == {14}  # opensm.conf's, not opensm's default 0
+    assert_gone(started[0])
+
+
+@needs_ibsim
+def test_opensm_check_fails_on_a_priority_the_plan_does_not_hold() -> None:
+    plan = _with_files("tier2")
+    files = _opensm_files(plan)
+    conf = files["opensm.conf"].replace("sm_priority 14", "sm_priority 3")
+    result = lab_runner().run_sm_check(plan["fabric"], opensm_conf=conf, partitions_conf=files["partitions.conf"])
+    assert not result["ok"] and result["subnets"][0]["sm_priority"] == 3
+    assert result["not_active"] == []  # the ports are up; the SM is not the planned one
+
+
+@needs_ibsim
+def test_opensm_check_fails_without_the_sm_port() -> None:
+    """A plan whose subnet has no SM port (a managed switch's SM, not simulated): nothing can come up here."""
+    plan = _with_files("tier2")
+    files = _opensm_files(plan)
+    fab = copy.deepcopy(plan["fabric"])
+    fab["cabling"]["sm_hcas"] = []
+    result = lab_runner().run_sm_check(fab, opensm_conf=files["opensm.conf"], partitions_conf=files["partitions.conf"])
+    assert not result["ok"] and result["no_sm"] == ["rails0-7"]

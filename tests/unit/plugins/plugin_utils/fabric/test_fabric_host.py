@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role_template
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
@@ -174,6 +175,57 @@ def test_infiniband_tiers_run_opensm_on_the_head(tier: str) -> None:
     head_files = {f["dest"] for f in plan["files"][head] if f["role"] == "fabric"}
     assert head_files == {"/etc/opensm/opensm.conf", "/etc/opensm/partitions.conf", "/etc/default/opensm"}
     assert not [f for f in plan["files"][computes[0]] if f["role"] == "fabric"]
+
+
+@pytest.mark.parametrize(
+    ("tier", "ports"),
+    [
+        ("tier2", [("ib-sw01", 17)]),  # after the 16 compute ports of the one switch
+        ("tier3", [(f"leaf0{r + 1}", 5) for r in range(8)]),  # one per rail leaf, after 4 hosts
+        ("tier4", [("leaf01", 9)]),  # a leaf's host half (ports 1-32); spines are full
+        ("tier4-k8s", [("leaf01", 9)]),
+    ],
+)
+def test_every_subnet_has_a_cabled_sm_port(tier: str, ports: list[tuple[str, int]]) -> None:
+    plan = cluster_plan(*load_inventory(tier))
+    cabling = plan["fabric"]["cabling"]
+    assert [(x["b"]["node"], x["b"]["port"]) for x in cabling["sm_links"]] == ports
+    nets = ibfabric.subnets(cabling)
+    assert [x["subnet"] for x in cabling["sm_hcas"]] == [n["name"] for n in nets]
+    for net, link in zip(nets, cabling["sm_links"], strict=True):
+        assert link["b"]["node"] in net["switches"]
+    taken = [(e["node"], e["port"]) for x in ibfabric.all_links(cabling) for e in (x["a"], x["b"]) if not e.get("hca")]
+    assert len(taken) == len(set(taken))  # no switch port cabled twice
+    assert "head01" not in plan["fabric"]["topology_conf"]  # the SM host is no Slurm node
+
+
+def test_a_full_switch_leaves_no_sm_port() -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_fabric\.infiniband\.sm_hcas.*'mlx5_0'.*free host port"):
+        cluster_plan(*_site("tier2", switch_radix=16))  # 2 nodes x 8 rails fill a 16-port switch
+
+
+@pytest.mark.parametrize("sm", ["switch", "external"])
+def test_a_managed_switch_or_ufm_needs_no_sm_port(sm: str) -> None:
+    site, groups = _site("tier2", switch_radix=16, subnet_manager=sm)
+    site["gpucluster_fabric"]["infiniband"] = {"service_level": 0}  # no sm_hcas
+    plan = cluster_plan(site, groups)
+    assert plan["fabric_host"]["opensm"] is None and not plan["fabric"]["cabling"].get("sm_links")
+    where = {"switch": "the subnet manager of a managed switch", "external": "an external fabric manager such as UFM"}
+    assert _sm_row(plan) == ["subnet manager", sm, f"{where[sm]} (nothing runs on the hosts)"]
+
+
+def _sm_row(plan: dict[str, Any]) -> list[str]:
+    rows = next(s["rows"] for s in plan["report"] if s["title"] == "Fabric and NCCL")
+    return next(r for r in rows if r[0] == "subnet manager")
+
+
+def test_the_report_names_the_heads_sm_ports() -> None:
+    row = _sm_row(cluster_plan(*load_inventory("tier2")))
+    assert row == [
+        "subnet manager",
+        "head",
+        "opensm on the head, one instance per subnet port: head01 mlx5_0 on ib-sw01 port 17",
+    ]
 
 
 def test_tier1_has_no_fabric_work() -> None:
