@@ -113,6 +113,12 @@ def node_id(end: dict[str, Any]) -> str:
     return hca_desc(end["node"], end["hca"]) if end.get("hca") else end["node"]
 
 
+def all_links(cabling: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cabling's links and its subnet manager's (``sm_links``: the SM host's ports, one per subnet)."""
+    cabling = cabling_of(cabling)
+    return list(cabling.get("links", [])) + list(cabling.get("sm_links") or [])
+
+
 def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, Any]]:
     """The planned subnets (connected parts of the fabric), each with an HCA to discover from.
 
@@ -135,7 +141,7 @@ def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, 
 
     for s in cabling.get("switches", []):
         find(s["name"])
-    for link in cabling.get("links", []):
+    for link in all_links(cabling):
         a, b = link["a"], link["b"]
         ra = find(f"{a['node']} {a['hca']}" if a.get("hca") else a["node"])
         rb = find(f"{b['node']} {b['hca']}" if b.get("hca") else b["node"])
@@ -280,7 +286,7 @@ def compare(
     # The plan: where each HCA port goes, and the switch-to-switch links.
     planned_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
     planned_up: dict[frozenset, dict[str, Any]] = {}
-    for link in cabling.get("links", []):
+    for link in all_links(cabling):
         a, b = link["a"], link["b"]
         if a.get("hca") and not b.get("hca"):
             key = (a["node"], a["hca"], int(a.get("port", 1)))
@@ -469,10 +475,16 @@ def _compare_topology(
         own = inside.get(member, set())
         return any(peer not in own for top in tops_of.get(member, set()) for peer in linked.get(top, ()))
 
+    # the hosts Slurm schedules (a subnet manager's HCA on a leaf is no node of a switch)
+    members = {h for su in cabling.get("scalable_units", []) for h in su.get("hosts") or []}
     discovered: dict[str, dict[str, list[str]]] = {}
     for name, want in planned.items():
         leaves = leaves_of.get(name, set())
-        nodes = sorted({key[0] for key, got in found_hca.items() if got["leaf"] in leaves}) if want["nodes"] else []
+        nodes = (
+            sorted({k[0] for k, got in found_hca.items() if got["leaf"] in leaves and (not members or k[0] in members)})
+            if want["nodes"]
+            else []
+        )
         subs = [m for m in want["switches"] if linked_out(m)] if want["switches"] else []
         discovered[name] = {"nodes": nodes, "switches": sorted(subs)}
     mismatches = []

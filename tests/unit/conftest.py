@@ -114,11 +114,18 @@ def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any],
 _FABRICS: dict[str, dict[str, Any]] = {}
 
 
-def fabric(tier: str) -> dict[str, Any]:
-    """plan["fabric"] of a reference tier (a fresh copy: tests mutate cablings)."""
+def fabric(tier: str, *, sm_ports: bool = True) -> dict[str, Any]:
+    """plan["fabric"] of a reference tier (a fresh copy: tests mutate cablings).
+
+    ``sm_ports=False``: without the subnet manager's ports (``cabling.sm_links``), for recordings
+    made before the plan cabled them (tests/data/ibnetdiscover)."""
     if tier not in _FABRICS:
         _FABRICS[tier] = cluster_plan(*load_inventory(tier))["fabric"]
-    return copy.deepcopy(_FABRICS[tier])
+    out = copy.deepcopy(_FABRICS[tier])
+    if not sm_ports:
+        out["cabling"].pop("sm_links", None)
+        out["cabling"].pop("sm_hcas", None)
+    return out
 
 
 def host_link(cabling: dict[str, Any], host: str, rail: int) -> dict[str, Any]:

@@ -36,12 +36,13 @@ def generated_site(nodes: int) -> tuple[dict[str, Any], dict[str, list[str]]]:
     groups = {"head": ["head01"], "lustre_mds": ["mds01"], "lustre_oss": oss, "compute": compute}
     site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "name": f"bench{nodes}"}
     fabric = {k: v for k, v in site["gpucluster_fabric"].items() if k != "spines"}
-    site["gpucluster_fabric"] = {**fabric, "switch_radix": 128, "spine_scope": "rail"}
+    # a full-size fabric has no free leaf port for a host SM: the fabric's own SM (UFM) runs it
+    site["gpucluster_fabric"] = {**fabric, "switch_radix": 128, "spine_scope": "rail", "subnet_manager": "external"}
     site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": nodes // 4}
     site["gpucluster_network"] = {
         "management": {"cidr": "10.0.0.0/17", "first_offset": 10, "interface": "eno1"},
         "bmc": {"cidr": "10.0.128.0/17", "first_offset": 10},
-        "storage": {"cidr": "10.1.0.0/17", "first_offset": 10},
+        "storage": {"cidr": "10.2.0.0/16", "first_offset": 10},  # two storage NICs per node, one address each
         "fabric": {"cidr": "10.64.0.0/13", "rail_prefix": 17, "first_offset": 10},
     }
     return site, groups

@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -219,6 +220,151 @@ def run_check(
             scratch.cleanup()
         timings["total"] = time.monotonic() - t0
         result["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    return result
+
+
+_LINK_STATE = re.compile(r"^LinkState:\.+(\w+)", re.M)
+_PKEYS = re.compile(r"^\s*\d+:((?:\s+0x[0-9a-fA-F]{4})+)", re.M)
+_SMINFO = re.compile(r"priority (\d+) state \d+ (SMINFO_\w+)")
+
+
+def _pkeys(text: str) -> list[str]:
+    return [k.lower() for row in _PKEYS.findall(text) for k in row.split() if int(k, 16) & 0x7FFF]
+
+
+def run_sm_check(
+    fabric: dict[str, Any],
+    *,
+    opensm_conf: str,
+    partitions_conf: str,
+    workdir: str | Path | None = None,
+    timeout: float = 10.0,
+    started: list[int] | None = None,
+) -> dict[str, Any]:
+    """The subnet manager as the plan renders it, on the planned fabric: every CA port ACTIVE.
+
+    ibsim runs the planned cabling, the subnet manager's ports included (``cabling.sm_links``).
+    On each planned subnet the real opensm runs on the SM host's port of that subnet (SIM_HOST =
+    its node description), with ``opensm_conf`` (the head's /etc/opensm/opensm.conf; its
+    ``partition_config_file`` pointed at a copy of ``partitions_conf`` in the scratch folder), as
+    Debian's opensm@<port>.service runs one per port. When ``sminfo`` on that port answers
+    SMINFO_MASTER (polled, no fixed wait), every CA port of the plan is asked with ``smpquery``:
+    its LinkState and its P_Key table; then the IPoIB broadcast group (``saquery -g``).
+    Returns ``ok``, per subnet the SM's priority and the group's P_Key and SL, the ports that
+    are not ACTIVE or lack the partition, the planned ports that were not found, and timings.
+    """
+    t0 = time.monotonic()
+    cabling = fabric.get("cabling", fabric)
+    ib = fabric.get("infiniband") or {}
+    pkey = int(str(ib.get("pkey") or "0x7fff"), 16) & 0x7FFF
+    full = f"0x{pkey | 0x8000:04x}"
+    sm_ports = {x["subnet"]: ibfabric.hca_desc(x["host"], x["hca"]) for x in cabling.get("sm_hcas") or []}
+    scratch = tempfile.TemporaryDirectory(prefix="ibsim-sm-") if workdir is None else None
+    wd = Path(scratch.name if scratch else workdir)
+    wd.mkdir(parents=True, exist_ok=True)
+    partitions = wd / "partitions.conf"
+    partitions.write_text(partitions_conf)
+    conf_lines = []
+    for line in opensm_conf.splitlines():
+        key = line.split(None, 1)[0] if line.strip() and not line.lstrip().startswith("#") else ""
+        conf_lines.append(f"partition_config_file {partitions}" if key == "partition_config_file" else line)
+    conf = wd / "opensm.conf"
+    conf.write_text("\n".join(conf_lines) + "\n")
+    sim = Simulation(cabling, wd, timeout)
+    sms: list[subprocess.Popen] = []
+    timings: dict[str, float] = {}
+    result: dict[str, Any] = {"subnets": [], "not_active": [], "no_partition": [], "missing": [], "no_sm": []}
+    try:
+        t = time.monotonic()
+        sim.start()
+        if started is not None and sim.pid:
+            started.append(sim.pid)
+        timings["ibsim_start"] = time.monotonic() - t
+        t = time.monotonic()
+        nets = ibfabric.subnets(cabling)
+        for net in nets:
+            port = sm_ports.get(net["name"])
+            if port is None:
+                result["no_sm"].append(net["name"])
+                continue
+            log = wd / f"opensm-{net['name']}.log"
+            proc = subprocess.Popen(
+                ["opensm", "-F", str(conf), "-f", str(log)], cwd=wd, env=sim.client_env(port),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            sms.append(proc)
+        for net in nets:
+            port = sm_ports.get(net["name"])
+            if port is None:
+                continue
+            env = sim.client_env(port)
+            deadline = time.monotonic() + timeout
+            while True:  # until this subnet's SM is master: the subnet is configured
+                info = _run(["sminfo"], env, wd, timeout)
+                m = _SMINFO.search(info.stdout)
+                if (m and m.group(2) == "SMINFO_MASTER") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+            entry: dict[str, Any] = {
+                "name": net["name"],
+                "sm_port": port,
+                "sm_priority": int(m.group(1)) if m else None,
+                "sm_state": m.group(2) if m else info.stdout.strip() or info.stderr.strip(),
+            }
+            found = ibfabric.parse_ibnetdiscover_ports(_run(["ibnetdiscover", "-p"], env, wd, timeout).stdout)
+            cas = {(p["desc"], p["port"]): p["lid"] for p in found if p["type"] == "CA"}
+            entry["ca_ports"] = len(cas)
+            for (desc, num), lid in sorted(cas.items()):
+                info = _run(["smpquery", "portinfo", str(lid), str(num)], env, wd, timeout).stdout
+                state = _LINK_STATE.search(info)
+                if not state or state.group(1) != "Active":
+                    result["not_active"].append({"port": desc, "lid": lid, "state": state.group(1) if state else info})
+                keys = _pkeys(_run(["smpquery", "pkeys", str(lid), str(num)], env, wd, timeout).stdout)
+                if full not in keys:
+                    result["no_partition"].append({"port": desc, "lid": lid, "pkeys": keys})
+            group = _run(["saquery", "-g"], env, wd, timeout).stdout
+            gp = re.search(r"pkey\.+(0x[0-9A-Fa-f]+)", group)
+            sl = re.search(r"SL\.+(0x[0-9A-Fa-f]+)", group)
+            entry["ipoib_group"] = {
+                "pkey": gp.group(1).lower() if gp else None,
+                "sl": int(sl.group(1), 16) if sl else None,
+            }
+            entry["found"] = sorted(d for d, _n in cas)
+            result["subnets"].append(entry)
+        hcas = [*cabling.get("hcas", []), *(cabling.get("sm_hcas") or [])]
+        planned = [ibfabric.hca_desc(h["host"], h["hca"]) for h in hcas]
+        seen = {d for e in result["subnets"] for d in e.pop("found")}
+        result["missing"] = [d for d in planned if d not in seen]
+        result["planned_ca_ports"] = len(planned)
+        timings["opensm_and_queries"] = time.monotonic() - t
+    finally:
+        for proc in sms:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in sms:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        sim.stop()
+        if scratch is not None:
+            scratch.cleanup()
+        timings["total"] = time.monotonic() - t0
+        result["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    want_priority = ib.get("sm_priority")
+    want_sl = ib.get("service_level") or 0
+    result["ok"] = (
+        bool(result["subnets"])
+        and not (result["not_active"] or result["no_partition"] or result["missing"] or result["no_sm"])
+        and all(
+            e["sm_state"] == "SMINFO_MASTER"
+            and (want_priority is None or e["sm_priority"] == want_priority)
+            and e["ipoib_group"]["pkey"] == full
+            and e["ipoib_group"]["sl"] == want_sl
+            for e in result["subnets"]
+        )
+    )
     return result
 
 

@@ -1,5 +1,7 @@
-"""Shared storage in the lab: the NFS server is real (nfs-ganesha) and answers over the
-network; Lustre exists only as rendered configuration (no kernel modules in containers)."""
+"""Shared storage in the lab: the NFS server is real (nfs-ganesha) and answers on the planned
+storage network at the address the clients mount (lab/create.yml attaches every storage and
+compute container to that network at its planned storage address); Lustre exists only as
+rendered configuration (no kernel modules in containers)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ body = struct.pack(">10I", 0x6770, 0, 2, 100003, 4, 0, 0, 0, 0, 0)
 with socket.create_connection((sys.argv[1], 2049), timeout=10) as s:
     s.sendall(struct.pack(">I", 0x80000000 | len(body)) + body)
     reply = s.recv(4096)
+    local = s.getsockname()[0]
 xid, mtype, stat, _flavor, vlen = struct.unpack(">5I", reply[4:24])
 accept = struct.unpack(">I", reply[24 + vlen:28 + vlen])[0]
-print("ok" if (xid, mtype, stat, accept) == (0x6770, 1, 0, 0) else f"bad reply {reply!r}")
+print(f"ok {local}" if (xid, mtype, stat, accept) == (0x6770, 1, 0, 0) else f"bad reply {reply!r}")
 """
 
 
@@ -30,11 +33,15 @@ def test_nfs_server_answers_from_every_compute_node(hosts: dict[str, Any], plan:
     nfs = plan["storage"]["nfs"]
     server = hosts[nfs["server"]]
     assert server.service("nfs-ganesha").is_running
+    address = nfs["server_address"]
+    assert nfs["network"] == "storage" and address == plan["hosts"][nfs["server"]]["addresses"]["storage"]
     for name in hosts_with(plan, "compute"):
-        # the NFS server answers an NFSv4 NULL call over the management network
-        out = hosts[name].check_output(f"python3 -c {shlex.quote(NFS_NULL_CALL)} {nfs['server']}")
-        assert out == "ok", (name, out)
+        # the NFS server answers an NFSv4 NULL call at the address the mount units name, and the
+        # client reaches it from its own planned storage address (the storage network, not management)
+        out = hosts[name].check_output(f"python3 -c {shlex.quote(NFS_NULL_CALL)} {address}")
+        assert out == f"ok {plan['hosts'][name]['addresses']['storage']}", (name, out)
         for mount in nfs["client_mounts"]:
+            assert mount["what"].startswith(f"{address}:"), mount
             unit = hosts[name].file(mount["unit_path"])
             assert unit.exists and unit.content_string == mount["unit_text"], (name, mount["unit_name"])
 

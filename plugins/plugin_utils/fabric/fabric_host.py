@@ -6,10 +6,16 @@ InfiniBand (opensm 3.3 man page, "PARTITION CONFIGURATION"; rdma-core rdma-ndd):
 - every port is a full member of the default partition 0x7fff, which also carries IPoIB;
   its SL is the one NCCL uses (``NCCL_IB_SL``), so path records (rdma_cm, IPoIB) and
   NCCL's QPs travel on the same service level;
-- the subnet manager runs on the head (``subnet_manager: head``: Debian's opensm.service
-  starts one opensm per port listed in /etc/default/opensm, so the head needs one port in
-  each planned subnet: one per rail on a rail-optimized fabric without spines) or on a
-  managed switch (``subnet_manager: switch``: nothing runs on the hosts);
+- every planned subnet needs a subnet manager port in it (opensm(8) ``--guid``: one opensm
+  binds one port, so one SM instance per subnet). ``subnet_manager: head``: opensm on the
+  head, whose HCAs the inventory lists (``gpucluster_fabric.infiniband.sm_hcas``, one per planned
+  subnet, in the order of the subnets: one per rail on a rail-optimized fabric without spines);
+  :func:`sm_cabling` cables each to a free host port of a switch of its subnet, so the cabling
+  plan, ibsim and the fabric check all hold them. Debian's opensm.service starts one
+  ``opensm@<port GUID>`` (``opensm --guid``) per port of PORTS in /etc/default/opensm, each
+  reading /etc/opensm/opensm.conf. ``subnet_manager: switch`` (the SM of a managed switch) or
+  ``external`` (a UFM or another fabric manager the site runs): nothing runs on the hosts and
+  the report names who runs it;
 - rdma-ndd names every HCA ``"<host> <hca>"`` (its default format ``%h %d``, host without
   domain), which is how ``fabric_check`` matches discovered ports to the plan.
 
@@ -33,7 +39,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 
-SUBNET_MANAGERS = ("head", "switch")
+SUBNET_MANAGERS = ("head", "switch", "external")
 DEFAULT_PKEY = 0x7FFF  # opensm creates it unconditionally; IPoIB's broadcast group lives there
 # Above any SM left at opensm's default priority 0, below 15 so an operator can still take over by hand.
 SM_PRIORITY = 14
@@ -47,6 +53,13 @@ ROUTING_NOTES = {
     "updn": "up/down routing, roots auto-detected: no credit loops across leaves and spines",
 }
 PORT_GUID = re.compile(r"^0x[0-9a-fA-F]{16}\Z")
+HCA_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}\Z")
+#: Who runs the subnet manager, as the report says it.
+SM_WHERE = {
+    "head": "opensm on the head, one instance per subnet port",
+    "switch": "the subnet manager of a managed switch (nothing runs on the hosts)",
+    "external": "an external fabric manager such as UFM (nothing runs on the hosts)",
+}
 OPENSM_PARTITIONS_FILE = "/etc/opensm/partitions.conf"
 
 # docs/sources.md §7.1/7.2: RoCE data DSCP 26 (ToS 106 with ECT(0)) on priority 3, CNP DSCP 48 on
@@ -98,6 +111,18 @@ def infiniband_settings(
     routing = check_choice(
         ib.get("routing_engine", DEFAULT_ROUTING.get(topology, "minhop")), f"{p}.routing_engine", ROUTING_ENGINES
     )
+    hcas = ib.get("sm_hcas")
+    if sm == "head":
+        require(
+            isinstance(hcas, list)
+            and all(isinstance(h, str) and HCA_NAME.match(h) for h in hcas)
+            and len(hcas) == subnets
+            and len(set(hcas)) == len(hcas),
+            f"{p}.sm_hcas",
+            hcas,
+            f"the head's HCAs that run the subnet manager, one per planned subnet ({subnets}, in subnet order),"
+            f" each cabled into its subnet; or {field}.subnet_manager: switch or external",
+        )
     guids = ib.get("sm_port_guids")
     if guids is not None:
         require(
@@ -119,7 +144,54 @@ def infiniband_settings(
         "sm_priority": priority,
         "routing_engine": routing,
         "sm_port_guids": list(guids) if guids is not None else None,
+        "sm_hcas": list(hcas) if sm == "head" else [],
+        "sm_where": SM_WHERE[sm],
     }
+
+
+def sm_cabling(cabling: dict[str, Any], *, host: str, hcas: list[str], field: str) -> dict[str, Any]:
+    """The cabling with the subnet manager's ports: HCA i of ``host`` on subnet i's first free host port.
+
+    A subnet's switches in plan order (leaves before spines); a host port is one not used by a
+    link, at most the switch's ``ports`` (a fat tree's leaves: the lower half, the upper half faces
+    the spines). The SM's HCAs and cables go to ``sm_hcas`` and ``sm_links`` (not ``hcas`` and
+    ``links``, which are the compute nodes' rails for Slurm, NCCL and the acceptance tests);
+    ibsim simulates them and the fabric check expects them (ibfabric.all_links).
+    """
+    nets = ibfabric.subnets(cabling)
+    fat_tree = cabling.get("topology") == "fat_tree"
+    used: dict[str, set[int]] = {}
+    for link in ibfabric.all_links(cabling):
+        for end in (link["a"], link["b"]):
+            if not end.get("hca"):
+                used.setdefault(end["node"], set()).add(int(end["port"]))
+    switches = {s["name"]: s for s in cabling.get("switches", [])}
+    out = {**cabling, "sm_hcas": [], "sm_links": []}
+    for net, hca in zip(nets, hcas, strict=True):  # infiniband_settings: one HCA per subnet
+        rail = net["rails"][0]
+        place = None
+        for name in sorted(net["switches"], key=lambda n: switches[n]["kind"] == "spine"):
+            sw = switches[name]
+            top = int(sw["ports"]) // 2 if fat_tree and sw["kind"] == "leaf" else int(sw["ports"])
+            free = [port for port in range(1, top + 1) if port not in used.get(name, set())]
+            if free:
+                place = (name, free[0])
+                break
+        require(
+            place is not None,
+            f"{field}.infiniband.sm_hcas",
+            hca,
+            f"a free host port in subnet {net['name']} for {host}'s {hca} (its switches {', '.join(net['switches'])}"
+            f" are full: a larger {field}.switch_radix, or {field}.subnet_manager: switch or external)",
+        )
+        name, port = place  # type: ignore[misc]
+        used.setdefault(name, set()).add(port)
+        out["sm_hcas"].append({"host": host, "hca": hca, "rail": rail, "subnet": net["name"]})
+        out["sm_links"].append(
+            {"a": {"node": host, "hca": hca, "port": 1}, "b": {"node": name, "port": port}, "rail": rail,
+             "kind": "subnet_manager"}
+        )  # fmt: skip
+    return out
 
 
 def roce_settings(roce: dict[str, Any] | None, field: str = "gpucluster_fabric.roce") -> dict[str, Any]:
@@ -205,7 +277,20 @@ def host_plan(
         h: [{"hca": r["hca"], "desc": ibfabric.hca_desc(h, r["hca"])} for r in rails] for h in compute_hosts
     }
     if ib["subnet_manager"] == "head":
-        subnets = [s["name"] for s in ibfabric.subnets(fab["cabling"])]
+        nets = ibfabric.subnets(fab["cabling"])
+        subnets = [s["name"] for s in nets]
+        sm_links = fab["cabling"].get("sm_links") or []
+        ports = [
+            {
+                "subnet": net["name"],
+                "hca": link["a"]["hca"],
+                "desc": ibfabric.hca_desc(head, link["a"]["hca"]),
+                "switch": link["b"]["node"],
+                "switch_port": link["b"]["port"],
+            }
+            for net, link in zip(nets, sm_links, strict=True)
+        ]
+        out["node_descriptions"][head] = [{"hca": p["hca"], "desc": p["desc"]} for p in ports]
         out["opensm"] = {
             "host": head,
             "sm_priority": ib["sm_priority"],
@@ -218,13 +303,13 @@ def host_plan(
             # Debian's opensm.service: one opensm per listed port, or per port ibstat -p lists (ALL)
             "ports": " ".join(ib["sm_port_guids"]) if ib["sm_port_guids"] else "ALL",
             "subnets": subnets,
+            # the head's SM ports, one per subnet, cabled in the plan (sm_cabling)
+            "sm_ports": ports,
         }
         if head not in hosts:
             hosts.insert(0, head)
-            # the head's own HCAs are on the fabric but not in the planned cabling
-            out["check_ignore"] = [f"{head} *"]
     out["infiniband_hosts"] = hosts
     return out
 
 
-__all__ = ["host_plan", "infiniband_settings", "partition_lines", "roce_settings"]
+__all__ = ["host_plan", "infiniband_settings", "partition_lines", "roce_settings", "sm_cabling"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.ibfabric import (
     SPEED_ORDER,
+    all_links,
     cabling_of,
     hca_desc,
     lanes,
@@ -56,7 +57,7 @@ def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) 
     switch_ports: dict[str, int] = {s["name"]: int(s.get("ports") or 0) for s in cabling.get("switches", [])}
     hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in cabling.get("hcas", [])}
     ports: dict[str, dict[int, tuple[str, int, str]]] = {}
-    for link in cabling.get("links", []):
+    for link in all_links(cabling):  # the subnet manager's ports too (sm_links)
         spec = planned_link(cabling, link)
         speed = spec["speed"] if SPEED_ORDER.index(spec["speed"]) <= top else max_speed
         rate = f"{lanes(spec['width'])}x{speed}"
@@ -107,6 +108,6 @@ def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
     """Node, switch and port counts of the net file (ibsim needs -N/-S/-P above its defaults)."""
     cabling = cabling_of(cabling)
     switches = len(cabling.get("switches", []))
-    hcas = len(cabling.get("hcas", []))
+    hcas = len(cabling.get("hcas", [])) + len(cabling.get("sm_hcas") or [])
     ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
     return {"nodes": switches + hcas, "switches": switches, "ports": ports}

@@ -1,10 +1,14 @@
 """Address plan with netaddr: management, BMC, storage and one subnet per rail.
 
 Hosts arrive in plan order (head, storage, compute; each by name). Every host gets a
-management and a BMC address; storage and compute hosts a storage-network address when
-that pool exists; compute hosts one address per rail, in the rail's own subnet (a
-rail-optimized fabric keeps each rail a separate network). Address = pool base +
-first_offset + the host's index. Overlapping pools and exhausted pools are errors.
+management and a BMC address; storage and compute hosts storage-network addresses when
+that pool exists, one per storage interface (``storage_nics``: a compute node's two storage
+NICs get two addresses, so each is one LNet NID; a storage server gets one per interface of
+``gpucluster_storage.server_interfaces``), taken in plan order; compute hosts one address per
+rail, in the rail's own subnet (a rail-optimized fabric keeps each rail a separate network).
+Address = pool base + first_offset + the host's index (storage: + the index of the host's
+interface among all planned storage interfaces). Overlapping pools and exhausted pools are
+errors.
 """
 
 from __future__ import annotations
@@ -101,10 +105,20 @@ def address_plan(
         entry["management_cidr"] = f"{entry['management']}/{nets['management'].prefixlen}"
         out_hosts[h["name"]] = entry
     if "storage" in nets:
-        for i, h in enumerate(storage_hosts):
-            out_hosts[h["name"]]["storage"] = _take(
-                nets["storage"], offsets["storage"], i, f"{field}.storage", len(storage_hosts)
-            )
+        # one address per storage interface; a host without listed interfaces keeps one address
+        wanted = [(h["name"], list(h.get("storage_nics") or [None])) for h in storage_hosts]
+        total = sum(len(nics) for _name, nics in wanted)
+        index = 0
+        for name, nics in wanted:
+            per_nic: dict[str, str] = {}
+            for netdev in nics:
+                address = _take(nets["storage"], offsets["storage"], index, f"{field}.storage", total)
+                index += 1
+                out_hosts[name].setdefault("storage", address)  # the host's first: what clients name it by
+                if netdev is not None:
+                    per_nic[netdev] = address
+            if per_nic:
+                out_hosts[name]["storage_interfaces"] = per_nic
     for i, h in enumerate(compute_hosts):
         out_hosts[h["name"]]["rails"] = {
             str(r): _take(net, offsets["fabric"], i, f"{field}.fabric", len(compute_hosts))

@@ -194,6 +194,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             lab=site.lab,
             paths={k: v for k, v in out["paths"].items() if k in ("checkpoints", "datasets", "home")},
             client_interfaces=storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]],
+            server_interfaces=_server_interfaces(site),
             rdma=site.fabric["type"] in ("infiniband", "roce"),
         )
     else:
@@ -249,16 +250,32 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
     lnet_ifaces = storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]]
     net = lu.get("lnet_net", "o2ib0")
-    # the servers' LNet NICs: gpucluster_storage.lustre.server_interfaces, else the clients' names
-    server_ifaces = lu.get("server_interfaces") or lnet_ifaces
+    # the servers' LNet NICs: their own (lustre.server_interfaces, else gpucluster_storage.server_interfaces),
+    # never the clients' names; each NID is the address of its own interface (system.check_addresses)
+    server_ifaces = lu.get("server_interfaces") or _server_interfaces(site)
     require(
-        isinstance(server_ifaces, list) and all(isinstance(i, str) and i for i in server_ifaces),
-        f"{p}.server_interfaces",
+        isinstance(server_ifaces, list) and bool(server_ifaces) and all(isinstance(i, str) for i in server_ifaces),
+        "gpucluster_storage.server_interfaces",
         server_ifaces,
-        "a list of the Lustre servers' LNet interface names",
+        "a list of the Lustre servers' own storage interface names (their LNet NICs)",
     )
-    mgs_addr = addresses["hosts"][mds[0]]
-    mgs_nid = lustre_targets.mgs_nid(mgs_addr.get("storage") or mgs_addr["management"], net)
+    server_nids: dict[str, list[dict[str, str]]] = {}
+    for host in [*mds, *oss]:
+        entry = addresses["hosts"][host]
+        per_nic = entry.get("storage_interfaces") or {}
+        server_nids[host] = [
+            {"interface": i, "address": a, "nid": lustre_targets.mgs_nid(a, net)}
+            for i in server_ifaces
+            if (a := per_nic.get(i) or (entry["management"] if "storage" not in entry else None))
+        ]
+        if len(server_nids[host]) < len(server_ifaces):  # an LNet NIC without an address: no NID
+            missing = [i for i in server_ifaces if i not in {n["interface"] for n in server_nids[host]}]
+            raise PlanError(
+                f"{p}.server_interfaces",
+                missing,
+                f"interfaces that {host} has in gpucluster_storage.server_interfaces (they get its storage addresses)",
+            )
+    mgs_nid = server_nids[mds[0]][0]["nid"]
     allow = lu.get("allow_format", False)
     require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
     mount_point = lu.get("mount_point", f"/lustre/{fsname}")
@@ -294,6 +311,7 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
         "lnet": lustre.lnet_config(interfaces=lnet_ifaces, net=net),
         "server_lnet": lustre.lnet_config(interfaces=list(server_ifaces), net=net, field=p),
         "mgs_nid": mgs_nid,
+        "server_nids": server_nids,  # per server: one NID per LNet interface, each its own address
         "client_mount": {
             "what": f"{mgs_nid}:/{fsname}",
             "where": mount_point,
@@ -405,6 +423,8 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
             subnets=len(ibfabric.subnets(cabling)),
             field=p,
         )
+        if ib["subnet_manager"] == "head":  # the SM's ports are cabled like any host's (fabric_host.sm_cabling)
+            cabling = fabric_host.sm_cabling(cabling, host=site.head, hcas=ib["sm_hcas"], field=p)
     return {
         "type": ftype,
         "topology": topology,
@@ -416,6 +436,30 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
         "cabling": cabling,
         "topology_conf": fabric.slurm_topology_conf(cabling),
     }
+
+
+def _server_interfaces(site: Site) -> list[str]:
+    """The storage servers' storage-network interfaces (gpucluster_storage.server_interfaces; a Lustre
+    site's lustre.server_interfaces when only that is set): each gets its own storage address."""
+    p = "gpucluster_storage.server_interfaces"
+    given = site.storage.get("server_interfaces")
+    if given is None:
+        given = (site.storage.get("lustre") or {}).get("server_interfaces") or []
+        p = "gpucluster_storage.lustre.server_interfaces"
+    require(
+        isinstance(given, list) and all(isinstance(i, str) and i for i in given) and len(set(given)) == len(given),
+        p,
+        given,
+        "a list of the storage servers' storage-network interface names, each once",
+    )
+    return list(given)
+
+
+def _storage_nics(site: Site, roles: list[str]) -> list[str]:
+    """The interfaces that get a storage address on a host with these roles (netplan.address_plan)."""
+    if "compute" in roles:
+        return [n.netdev for n in site.node.nics_for("storage")]
+    return _server_interfaces(site) if "storage" in roles else []
 
 
 def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
@@ -434,6 +478,8 @@ def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
                 nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
         else:
             nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
+            if "storage" in h.roles:  # a storage server: its own storage interfaces, one address each
+                nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in _server_interfaces(site)]
         out[h.name] = {
             "roles": h.roles,
             "addresses": addresses["hosts"][h.name],
@@ -459,7 +505,7 @@ def cluster_plan(
     fab = _fabric(site, tier)
     addresses = netplan.address_plan(
         pools=site.network,
-        hosts=[{"name": h.name, "roles": h.roles} for h in site.hosts],
+        hosts=[{"name": h.name, "roles": h.roles, "storage_nics": _storage_nics(site, h.roles)} for h in site.hosts],
         rails=fab["rails"] if fab["type"] != "none" else 0,
     )
     wl = site.workload
@@ -545,6 +591,8 @@ def cluster_plan(
             for unit in host["network_units"]:
                 if unit["purpose"] == "compute":
                     unit["mtu"] = fab["roce"]["mtu"]
+    # every address on one interface; every address a client mounts or peers with on its server
+    system.check_addresses(plan["hosts"], plan["storage"])
     plan["files"] = files_manifest(plan, role_files)
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["report"] = report.report_sections(plan)

@@ -42,6 +42,7 @@ SHARED: tuple[str, ...] = (
     "monitoring.scrape_jobs",
     "monitoring.grafana",
     "storage.lustre.oss",
+    "storage.lustre.server_nids",
     "validation.tests.ib_write_bw",
 )
 
@@ -59,6 +60,8 @@ KEEP_ON: dict[str, frozenset[str]] = {
     "monitoring.scrape_jobs": frozenset({"head"}),
     # the Grafana provisioning files and dashboards (head role): ~80 KB no other host reads
     "monitoring.grafana": frozenset({"head"}),
+    # every Lustre server's LNet NIDs (one per interface): the servers' own business
+    "storage.lustre.server_nids": frozenset({"storage"}),
     # the rail pairs of the acceptance tests (playbooks/validate.yml runs them on the compute nodes)
     "validation.tests.ib_write_bw": frozenset({"compute"}),
 }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+
 #: sysctls for GPU/RDMA hosts. ``netns`` marks keys that live in a network namespace
 #: (settable inside a container); the others are host-wide kernel settings.
 _SYSCTLS: list[tuple[str, str, bool, str]] = [
@@ -57,7 +59,8 @@ def network_units(
 
     ``addresses``: the host's entry of the address plan; ``nics``: the NICs the host has
     ({netdev, purpose, rail}); ``prefixes``: prefix length per pool ("management",
-    "storage", "rail").
+    "storage", "rail"). A storage interface gets its own address (``storage_interfaces``), so
+    no address is on two interfaces.
     """
     units = []
     for nic in nics:
@@ -66,6 +69,9 @@ def network_units(
             rail = str(nic.get("rail"))
             address = (addresses.get("rails") or {}).get(rail)
             prefix = prefixes.get("rail")
+        elif purpose == "storage" and "storage_interfaces" in addresses:
+            address = addresses["storage_interfaces"].get(nic["netdev"])
+            prefix = prefixes.get("storage")
         else:
             address = addresses.get(purpose)
             prefix = prefixes.get(purpose)
@@ -81,3 +87,96 @@ def network_units(
             }
         )
     return units
+
+
+def served_addresses(storage: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every address a client mounts or peers with, and the server that must hold it.
+
+    ``storage``: the plan's storage section. Each entry: ``host`` (the server), ``address``,
+    ``netdev`` (the server interface it must be on; None: any of the host's interfaces),
+    ``use`` (what the client does with it, for the error) and ``field`` (the inventory field
+    that places it). NFS: the export's address; Lustre: the MGS NID, and one NID per LNet
+    interface of every server; BeeGFS: the management host; NVMe-oF: each target's port.
+    """
+    out: list[dict[str, Any]] = []
+    st_field = "gpucluster_storage.server_interfaces"
+    nfs = storage.get("nfs")
+    if nfs:
+        for mount in nfs["client_mounts"]:
+            out.append(
+                {"host": nfs["server"], "address": nfs["server_address"], "netdev": None,
+                 "use": f"mounted as {mount['what']}", "field": st_field}
+            )  # fmt: skip
+    lu = storage.get("lustre")
+    if lu:
+        out.append(
+            {"host": lu["mgs"], "address": lu["mgs_nid"].split("@")[0], "netdev": None,
+             "use": f"the MGS NID of {lu['client_mount']['what']}", "field": st_field}
+        )  # fmt: skip
+        for host, nids in (lu.get("server_nids") or {}).items():
+            for nid in nids:
+                out.append(
+                    {"host": host, "address": nid["address"], "netdev": nid["interface"],
+                     "use": f"its LNet NID {nid['nid']}", "field": "gpucluster_storage.lustre.server_interfaces"}
+                )  # fmt: skip
+    bg = storage.get("beegfs")
+    if bg:
+        out.append(
+            {"host": bg["mgmtd"], "address": bg["mgmtd_address"], "netdev": None,
+             "use": "sysMgmtdHost of every BeeGFS service and client", "field": st_field}
+        )  # fmt: skip
+    nv = storage.get("nvmeof")
+    if nv:
+        for host, target in nv["targets"].items():
+            out.append(
+                {"host": host, "address": target["address"], "netdev": None,
+                 "use": f"its NVMe-oF port (traddr {target['address']})", "field": st_field}
+            )  # fmt: skip
+    return out
+
+
+def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -> dict[str, Any]:
+    """The plan's address rules (DESIGN.md, bring-up rules), before any host is touched.
+
+    - every address is on exactly one interface (``hosts``: the plan's hosts with their
+      ``network_units``);
+    - every address a client mounts or peers with (:func:`served_addresses`) is on an interface
+      of its server (the management address counts: the management interface carries it).
+
+    Raises PlanError naming the field that places the address; returns the served addresses
+    with the interface each was found on (the report lists them).
+    """
+    places: dict[str, list[str]] = {}
+    for host, entry in hosts.items():
+        for unit in entry.get("network_units") or []:
+            places.setdefault(str(unit["address"]).split("/")[0], []).append(f"{host} {unit['netdev']}")
+    for address, where in places.items():
+        require(
+            len(where) == 1,
+            "gpucluster_network",
+            address,
+            f"every address on one interface ({address} is planned on {', '.join(where)})",
+        )
+    served = []
+    for item in served_addresses(storage):
+        entry = hosts.get(item["host"]) or {}
+        units = {
+            str(u["address"]).split("/")[0]: u["netdev"]
+            for u in entry.get("network_units") or []
+            if item["netdev"] is None or u["netdev"] == item["netdev"]
+        }
+        mgmt = (entry.get("addresses") or {}).get("management")
+        on = units.get(item["address"])
+        if on is None and item["address"] == mgmt and item["netdev"] is None:
+            on = "management"
+        host = item["host"]
+        where = f"interface {item['netdev']} of {host}" if item["netdev"] else f"any interface of {host}"
+        require(
+            on is not None,
+            item["field"],
+            item["address"],
+            f"an address configured on {where}: {item['address']} is {item['use']}, but the plan puts it on no"
+            f" interface there (list {item['host']}'s storage interfaces in {item['field']})",
+        )
+        served.append({**item, "interface": on})
+    return {"served": served}

@@ -303,6 +303,13 @@ def _fabric_section(plan: dict[str, Any]) -> dict[str, Any] | None:
         ["links", len(fab["cabling"]["links"]), "host and uplink cables"],
     ]
     rows += _fabric_sizing_rows(fab["cabling"].get("sizing") or {})
+    ib = fab.get("infiniband")
+    if ib:  # who runs the subnet manager, and its ports (one per subnet) when the head does
+        sm_ports = fab["cabling"].get("sm_links") or []
+        where = ", ".join(
+            f"{x['a']['node']} {x['a']['hca']} on {x['b']['node']} port {x['b']['port']}" for x in sm_ports
+        )
+        rows.append(["subnet manager", ib["subnet_manager"], f"{ib['sm_where']}{': ' + where if where else ''}"])
     if nccl.get("topology"):
         rows.append(["NCCL topology", nccl["topology"], nccl.get("topology_reason", "")])
     rows += [[k, v, "/etc/nccl.conf"] for k, v in nccl["conf"].items()]

@@ -6,12 +6,13 @@ beegfs-client.conf); a key the plan does not set keeps the shipped default, so t
 what the cluster decides: the management host, the directories, the interfaces, RDMA, the shared
 secret's path and the worker counts.
 
-- ``sysMgmtdHost``: the management host's address on the storage network (management network
-  in the lab or without a storage network), as the NFS and NVMe-oF plans choose theirs.
+- ``sysMgmtdHost``: the management host's address on the storage network (the management network
+  without a storage network), as the NFS and NVMe-oF plans choose theirs.
 - ``connAuthFile``: BeeGFS 7.3+ refuses to start without it unless ``connDisableAuthentication``
   [B1]; the secret never enters the plan (the storage role writes it, like the munge key).
 - ``connInterfacesFile`` (servers and clients) and ``connRDMAInterfacesFile`` (clients, the RDMA
-  NICs for outbound RDMA) [B1]: the storage NICs, else the first compute NIC, as for LNet.
+  NICs for outbound RDMA) [B1]: the clients' storage NICs, else their first compute NIC, as for
+  LNet; the servers' own interfaces (``gpucluster_storage.server_interfaces``), never the clients'.
 - ``tuneNumWorkers``: the shipped defaults (mgmtd 4, meta 0 = automatic, storage 12 [B1]) unless
   the inventory sets them.
 - Stripe patterns: ``beegfs-ctl --setpattern --chunksize=<bytes> --numtargets=<n> <dir>`` [B2].
@@ -145,6 +146,7 @@ def beegfs_plan(
     paths: dict[str, str],
     client_interfaces: list[str],
     rdma: bool,
+    server_interfaces: Sequence[str] = (),
     field: str = "gpucluster_storage.beegfs",
 ) -> dict[str, Any]:
     """Servers' and clients' configuration, the mount, and the stripe patterns per directory."""
@@ -152,7 +154,7 @@ def beegfs_plan(
     require(bool(meta), "groups.beegfs_meta", meta, "at least one host in group beegfs_meta")
     require(bool(storage), "groups.beegfs_storage", storage, "at least one host in group beegfs_storage")
     pools = addresses["pools"]
-    default_net = "management" if lab.get("enabled") or "storage" not in pools else "storage"
+    default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
     network = check_choice(
         beegfs.get("network") or default_net, f"{field}.network", [n for n in ("storage", "management") if n in pools]
     )
@@ -170,14 +172,15 @@ def beegfs_plan(
     )
     targets = [_abs(d, f"{field}.storage_directories[{i}]") for i, d in enumerate(dirs)]
     auth = _abs(beegfs.get("conn_auth_file", DEFAULT_AUTH_FILE), f"{field}.conn_auth_file")
-    server_ifaces = beegfs.get("server_interfaces") or client_interfaces
+    # the servers' own interfaces (never the clients' names): beegfs.server_interfaces, else the storage servers'
+    server_ifaces = beegfs.get("server_interfaces") or list(server_interfaces)
     require(
         isinstance(server_ifaces, list)
         and bool(server_ifaces)
         and all(isinstance(i, str) and i for i in server_ifaces),
-        f"{field}.server_interfaces",
+        f"{field}.server_interfaces" if beegfs.get("server_interfaces") else "gpucluster_storage.server_interfaces",
         server_ifaces,
-        "a list of the BeeGFS servers' interface names",
+        "a list of the BeeGFS servers' own storage interface names",
     )
     use_rdma = beegfs.get("rdma", rdma)
     require(isinstance(use_rdma, bool), f"{field}.rdma", use_rdma, "true or false")

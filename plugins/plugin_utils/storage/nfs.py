@@ -1,8 +1,11 @@
 """NFS shared storage (tier2): server exports and the clients' mount units, from the inventory.
 
 One server (group ``nfs_server``) exports each ``gpucluster_storage.nfs.exports`` path to the
-network the clients reach it on: the storage network when the address plan has one, the
-management network otherwise or in the lab (a lab container has only the management network).
+network the clients reach it on: the storage network when the address plan has one (in the lab
+too: lab/create.yml attaches every storage and compute container to it at its planned storage
+address), the management network otherwise. The server address is the server's storage address,
+which its storage interface unit carries (plan/system.py check_addresses refuses a plan where it
+does not).
 - kernel nfsd: /etc/exports lines ``PATH CIDR(rw,sync,no_subtree_check,root_squash)`` (exports(5));
   ``sync`` because an acknowledged checkpoint must be on disk, not in the server's cache.
 - nfs-ganesha: one EXPORT block per path, Export_Id from 1 (0 is the NFSv4 pseudo root),
@@ -168,7 +171,7 @@ def nfs_plan(
     server = servers[0]
     impl = check_choice(lab.get("nfs_server_impl") or nfs.get("server_impl", "kernel"), f"{field}.server_impl", IMPLS)
     pools = addresses["pools"]
-    default_net = "management" if lab.get("enabled") or "storage" not in pools else "storage"
+    default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
     network = lab.get("nfs_network") or nfs.get("network") or default_net
     check_choice(network, f"{field}.network", [n for n in ("storage", "management") if n in pools])
     server_address = addresses["hosts"][server].get(network)

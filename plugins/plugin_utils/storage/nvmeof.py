@@ -215,7 +215,7 @@ def nvmeof_plan(
     )
     require(len(devices) <= MAX_NSID, f"{field}.devices", len(devices), f"at most {MAX_NSID} devices (nvmet NSIDs)")
     pools = addresses["pools"]
-    default_net = "management" if lab.get("enabled") or "storage" not in pools else "storage"
+    default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
     network = check_choice(
         nvmeof.get("network") or default_net, f"{field}.network", [n for n in ("storage", "management") if n in pools]
     )

@@ -72,7 +72,7 @@ def test_parse_is_on_descriptions_and_skips_other_lines() -> None:
 
 
 def test_tier3_as_recorded_matches_the_plan_at_hdr() -> None:
-    planned = fabric("tier3")
+    planned = fabric("tier3", sm_ports=False)  # recorded before the plan cabled the head's SM ports
     ports = ibfabric.parse_ibnetdiscover_ports((DATA / "tier3.txt").read_text())
     report = ibfabric.compare(planned, ports, expected_rate="4xHDR")
     assert report["ok"], report["mismatches"]
@@ -86,7 +86,7 @@ def test_tier3_as_recorded_matches_the_plan_at_hdr() -> None:
 
 def test_recorded_miscabling_reports_each_fault_once() -> None:
     ports = ibfabric.parse_ibnetdiscover_ports((DATA / "tier3-miscabled.txt").read_text())
-    report = ibfabric.compare(fabric("tier3"), ports, expected_rate=200)
+    report = ibfabric.compare(fabric("tier3", sm_ports=False), ports, expected_rate=200)
     assert report["mismatches"] == [
         "compute02 rail 3 (mlx5_3): on leaf05 port 5 (a leaf of rail 4), planned leaf04 port 2",
         "link compute03 mlx5_6 port 1 - leaf07 port 3: 1x HDR (50 Gb/s), planned 4x at 200 Gb/s",
@@ -100,12 +100,13 @@ def test_missing_host_is_missing_from_topology_conf() -> None:
         for p in ports
         if not p["desc"].startswith("compute04") and "compute04" not in (p["remote"] or {}).get("desc", "")
     ]
-    report = ibfabric.compare(fabric("tier3"), ports, expected_rate="HDR")
+    report = ibfabric.compare(fabric("tier3", sm_ports=False), ports, expected_rate="HDR")
     assert [(e["host"], e["rail"]) for e in report["missing_hcas"]] == [("compute04", r) for r in range(8)]
     assert report["topology"]["mismatches"] == [{"switch": "su01", "missing": ["compute04"], "extra": []}]
     assert "topology.conf SwitchName=su01: missing compute04 (discovered vs planned)" in report["mismatches"]
     # a node left out on purpose
-    assert ibfabric.compare(fabric("tier3"), ports, expected_rate="HDR", ignore=["compute04 *"])["missing_hcas"] == []
+    kept = ibfabric.compare(fabric("tier3", sm_ports=False), ports, expected_rate="HDR", ignore=["compute04 *"])
+    assert kept["missing_hcas"] == []
 
 
 def test_extra_hca_and_switch() -> None:
@@ -113,7 +114,7 @@ def test_extra_hca_and_switch() -> None:
         (DATA / "tier3.txt").read_text()
         + "CA    99  1 0x0000000000900001 4x HDR - SW    90  7 0x0000000000900000 ( 'head01 mlx5_0' - 'leaf99' )\n"
     )
-    report = ibfabric.compare(fabric("tier3"), ports, expected_rate="HDR")
+    report = ibfabric.compare(fabric("tier3", sm_ports=False), ports, expected_rate="HDR")
     assert report["extra_switches"] == ["leaf99"]
     assert report["extra_hcas"] == [{"node": "head01 mlx5_0", "node_port": 1, "actual": {"leaf": "leaf99", "port": 7}}]
     assert len(report["mismatches"]) == 2
@@ -127,11 +128,27 @@ def synthetic_ports(cabling: dict[str, Any]) -> list[dict[str, Any]]:
         return {"type": "CA" if e.get("hca") else "SW", "lid": 0, "port": e["port"], "guid": "0x0", "desc": desc}
 
     out = []
-    for link in cabling["links"]:
+    for link in ibfabric.all_links(cabling):  # the subnet manager's ports too
         a, b = end(link["a"]), end(link["b"])
         for near, far in ((a, b), (b, a)):
             out.append({**near, "width": "4x", "speed": "HDR", "rate_gbps": 200.0, "remote": far})
     return out
+
+
+def test_the_subnet_managers_ports_are_planned_and_checked() -> None:
+    """The head's SM ports (one per rail subnet on tier3) are expected like any HCA, but are no
+    Slurm node: a fabric without them reports each port missing, and topology.conf stays the same."""
+    planned = fabric("tier3")
+    assert [(x["hca"], x["subnet"]) for x in planned["cabling"]["sm_hcas"]] == [
+        (f"mlx5_{r}", f"rail{r}") for r in range(8)
+    ]
+    assert ibfabric.compare(planned, synthetic_ports(planned["cabling"]), expected_rate="HDR")["ok"]
+    ports = ibfabric.parse_ibnetdiscover_ports((DATA / "tier3.txt").read_text())  # recorded without them
+    report = ibfabric.compare(planned, ports, expected_rate="HDR")
+    assert report["mismatches"] == [
+        f"head01 rail {r} (mlx5_{r}): not discovered, planned on leaf0{r + 1} port 5" for r in range(8)
+    ]
+    assert report["topology"]["mismatches"] == []
 
 
 def two_unit_fabric() -> dict[str, Any]:

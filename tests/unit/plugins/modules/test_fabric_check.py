@@ -48,11 +48,16 @@ needs_ibsim = pytest.mark.skipif(
 _PLANS: dict[str, dict[str, Any]] = {}
 
 
-def fabric(tier: str) -> dict[str, Any]:
-    """plan["fabric"] of a reference tier (a fresh copy: tests mutate cablings)."""
+def fabric(tier: str, *, sm_ports: bool = True) -> dict[str, Any]:
+    """plan["fabric"] of a reference tier (a fresh copy: tests mutate cablings); ``sm_ports=False``
+    without the subnet manager's ports, for recordings made before the plan cabled them."""
     if tier not in _PLANS:
         _PLANS[tier] = cluster_plan(*load_inventory(tier))["fabric"]
-    return copy.deepcopy(_PLANS[tier])
+    out = copy.deepcopy(_PLANS[tier])
+    if not sm_ports:
+        out["cabling"].pop("sm_links", None)
+        out["cabling"].pop("sm_hcas", None)
+    return out
 
 
 def lab_runner() -> Any:
@@ -101,14 +106,16 @@ def run_module(args: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> dict
 
 def test_module_passes_recorded_tier3(capsys: pytest.CaptureFixture[str]) -> None:
     text = (DATA / "tier3.txt").read_text()
-    out = run_module({"expected": fabric("tier3"), "ibnetdiscover_output": [text], "expected_rate": "4xHDR"}, capsys)
+    expected = fabric("tier3", sm_ports=False)  # recorded before the plan cabled the head's SM ports
+    out = run_module({"expected": expected, "ibnetdiscover_output": [text], "expected_rate": "4xHDR"}, capsys)
     assert out["ok"] is True and not out.get("failed") and out["changed"] is False
     assert out["discoveries"][0]["ports"] == 544
 
 
 def test_module_fails_listing_each_mismatch(capsys: pytest.CaptureFixture[str]) -> None:
     text = (DATA / "tier3-miscabled.txt").read_text()
-    out = run_module({"expected": fabric("tier3"), "ibnetdiscover_output": [text], "expected_rate": 200}, capsys)
+    expected = fabric("tier3", sm_ports=False)  # recorded before the plan cabled the head's SM ports
+    out = run_module({"expected": expected, "ibnetdiscover_output": [text], "expected_rate": 200}, capsys)
     assert out["failed"] is True and out["ok"] is False
     assert out["msg"].splitlines() == [
         "the fabric differs from the plan (2):",
@@ -137,7 +144,7 @@ def assert_gone(pid: int) -> None:
 @needs_ibsim
 def test_ibsim_tier3_moved_cable_is_the_only_finding() -> None:
     planned = fabric("tier3")
-    actual = move_cable(copy.deepcopy(planned["cabling"]), "compute02", 3, "leaf05", 5)
+    actual = move_cable(copy.deepcopy(planned["cabling"]), "compute02", 3, "leaf05", 6)  # port 5: the SM's
     started: list[int] = []
     result = lab_runner().run_check(planned, actual, started=started)
     assert result["ok"] is False
@@ -148,7 +155,7 @@ def test_ibsim_tier3_moved_cable_is_the_only_finding() -> None:
             "hca_port": 1,
             "rail": 3,
             "expected": {"leaf": "leaf04", "port": 2},
-            "actual": {"leaf": "leaf05", "port": 5},
+            "actual": {"leaf": "leaf05", "port": 6},
             "actual_leaf_rail": 4,
         }
     ]
@@ -258,3 +265,61 @@ def test_lab_runner_cli_reports_missing_tools_or_runs(tmp_path: Path, capsys: py
         assert rc == 0 and "fabric matches the plan" in out.out
     else:
         assert rc == 2 and "missing" in out.err
+
+
+def _with_files(tier: str) -> dict[str, Any]:
+    """The plan with each host's file list (conftest's cluster_plan passes the roles' file lists)."""
+    from conftest import cluster_plan as plan_with_files
+
+    return plan_with_files(*load_inventory(tier))
+
+
+def _opensm_files(plan: dict[str, Any], head: str = "head01") -> dict[str, str]:
+    """The head's rendered opensm.conf and partitions.conf (as make plan writes them)."""
+    from conftest import render_role_template
+
+    out = {}
+    for entry in plan["files"][head]:
+        if entry["role"] == "fabric" and entry["dest"].startswith("/etc/opensm/"):
+            out[entry["dest"].rsplit("/", 1)[1]] = render_role_template("fabric", entry["src"], plan, head)
+    return out
+
+
+@needs_ibsim
+@pytest.mark.parametrize("tier", ["tier2", "tier3"])
+def test_opensm_on_the_heads_ports_brings_every_planned_port_active(tier: str) -> None:
+    """opensm from the rendered files, one per subnet on the head's SM port: every planned CA port ACTIVE."""
+    plan = _with_files(tier)
+    files = _opensm_files(plan)
+    started: list[int] = []
+    result = lab_runner().run_sm_check(
+        plan["fabric"], opensm_conf=files["opensm.conf"], partitions_conf=files["partitions.conf"], started=started
+    )
+    assert result["ok"], result
+    assert [s["sm_port"] for s in result["subnets"]] == [
+        f"head01 {x['hca']}" for x in plan["fabric"]["cabling"]["sm_hcas"]
+    ]
+    assert result["planned_ca_ports"] == (17 if tier == "tier2" else 40)
+    assert {s["sm_priority"] for s in result["subnets"]} == {14}  # opensm.conf's, not opensm's default 0
+    assert_gone(started[0])
+
+
+@needs_ibsim
+def test_opensm_check_fails_on_a_priority_the_plan_does_not_hold() -> None:
+    plan = _with_files("tier2")
+    files = _opensm_files(plan)
+    conf = files["opensm.conf"].replace("sm_priority 14", "sm_priority 3")
+    result = lab_runner().run_sm_check(plan["fabric"], opensm_conf=conf, partitions_conf=files["partitions.conf"])
+    assert not result["ok"] and result["subnets"][0]["sm_priority"] == 3
+    assert result["not_active"] == []  # the ports are up; the SM is not the planned one
+
+
+@needs_ibsim
+def test_opensm_check_fails_without_the_sm_port() -> None:
+    """A plan whose subnet has no SM port (a managed switch's SM, not simulated): nothing can come up here."""
+    plan = _with_files("tier2")
+    files = _opensm_files(plan)
+    fab = copy.deepcopy(plan["fabric"])
+    fab["cabling"]["sm_hcas"] = []
+    result = lab_runner().run_sm_check(fab, opensm_conf=files["opensm.conf"], partitions_conf=files["partitions.conf"])
+    assert not result["ok"] and result["no_sm"] == ["rails0-7"]

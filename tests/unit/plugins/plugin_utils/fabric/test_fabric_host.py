@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role_template
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
@@ -91,7 +92,7 @@ def test_bad_roce_values_name_their_field(roce: dict[str, Any], field: str) -> N
 
 
 def test_infiniband_defaults() -> None:
-    ib = fabric_host.infiniband_settings(None, subnet_manager="head", topology="fat_tree", subnets=1)
+    ib = fabric_host.infiniband_settings({"sm_hcas": ["mlx5_0"]}, subnet_manager="head", topology="fat_tree", subnets=1)
     assert ib == {
         "subnet_manager": "head",
         "service_level": None,
@@ -99,6 +100,8 @@ def test_infiniband_defaults() -> None:
         "sm_priority": 14,
         "routing_engine": "updn",
         "sm_port_guids": None,
+        "sm_hcas": ["mlx5_0"],
+        "sm_where": "opensm on the head, one instance per subnet port",
     }
     rail = fabric_host.infiniband_settings({}, subnet_manager="switch", topology="rail_optimized", subnets=8)
     assert rail["routing_engine"] == "minhop"
@@ -119,9 +122,14 @@ def test_infiniband_defaults() -> None:
         ({"routing_engine": "fastest"}, "head", "gpucluster_fabric.infiniband.routing_engine"),
         ({"sm_port_guids": ["0x1"]}, "head", "gpucluster_fabric.infiniband.sm_port_guids"),
         ({"sm_port_guids": ["0x0002c9030002fb05"]}, "head", "gpucluster_fabric.infiniband.sm_port_guids"),
+        ({"sm_hcas": None}, "head", "gpucluster_fabric.infiniband.sm_hcas"),  # no SM port at all
+        ({"sm_hcas": ["mlx5_0"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),  # 2 subnets, 1 port
+        ({"sm_hcas": ["mlx5_0", "mlx5_0"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),
+        ({"sm_hcas": ["mlx5_0", "a b"]}, "head", "gpucluster_fabric.infiniband.sm_hcas"),
     ],
 )
 def test_bad_infiniband_values_name_their_field(ib: dict[str, Any], sm: Any, field: str) -> None:
+    ib = {"sm_hcas": ["mlx5_0", "mlx5_1"], **ib}
     with pytest.raises(PlanError) as err:
         fabric_host.infiniband_settings(ib, subnet_manager=sm, topology="rail_optimized", subnets=2)
     assert err.value.field == field
@@ -130,7 +138,10 @@ def test_bad_infiniband_values_name_their_field(ib: dict[str, Any], sm: Any, fie
 def test_full_membership_pkey_and_port_guids_are_accepted() -> None:
     guids = ["0x0002c9030002fb05", "0x0002c9030002fb06"]
     ib = fabric_host.infiniband_settings(
-        {"pkey": "0xffff", "sm_port_guids": guids}, subnet_manager="head", topology="rail_optimized", subnets=2
+        {"pkey": "0xffff", "sm_port_guids": guids, "sm_hcas": ["mlx5_0", "mlx5_1"]},
+        subnet_manager="head",
+        topology="rail_optimized",
+        subnets=2,
     )
     assert ib["pkey"] == "0x7fff"
     assert ib["sm_port_guids"] == guids
@@ -140,7 +151,7 @@ def test_full_membership_pkey_and_port_guids_are_accepted() -> None:
 
 
 def test_bad_subnet_manager_stops_the_plan() -> None:
-    with pytest.raises(PlanError, match=r"gpucluster_fabric\.subnet_manager.*'host'.*head, switch"):
+    with pytest.raises(PlanError, match=r"gpucluster_fabric\.subnet_manager.*'host'.*head, switch, external"):
         cluster_plan(*_site("tier3", subnet_manager="host"))
 
 
@@ -153,13 +164,68 @@ def test_infiniband_tiers_run_opensm_on_the_head(tier: str) -> None:
     assert fh["infiniband_hosts"] == [head, *computes]
     assert fh["roce_hosts"] == []
     assert fh["opensm"]["host"] == head
-    assert fh["check_ignore"] == [f"{head} *"]  # the SM's own HCAs are not in the planned cabling
+    assert fh["check_ignore"] == []  # the SM's own HCAs are in the planned cabling
     # one SM port per subnet: a rail-optimized fabric without spines is a subnet per rail
-    assert len(fh["opensm"]["subnets"]) == (8 if plan["fabric"]["topology"] == "rail_optimized" else 1)
+    subnets = 8 if plan["fabric"]["topology"] == "rail_optimized" else 1
+    assert len(fh["opensm"]["subnets"]) == subnets
+    ports = fh["opensm"]["sm_ports"]
+    assert [p["subnet"] for p in ports] == fh["opensm"]["subnets"]
+    assert fh["node_descriptions"][head] == [{"hca": p["hca"], "desc": f"{head} {p['hca']}"} for p in ports]
     assert fh["node_descriptions"][computes[1]][3] == {"hca": "mlx5_3", "desc": f"{computes[1]} mlx5_3"}
     head_files = {f["dest"] for f in plan["files"][head] if f["role"] == "fabric"}
     assert head_files == {"/etc/opensm/opensm.conf", "/etc/opensm/partitions.conf", "/etc/default/opensm"}
     assert not [f for f in plan["files"][computes[0]] if f["role"] == "fabric"]
+
+
+@pytest.mark.parametrize(
+    ("tier", "ports"),
+    [
+        ("tier2", [("ib-sw01", 17)]),  # after the 16 compute ports of the one switch
+        ("tier3", [(f"leaf0{r + 1}", 5) for r in range(8)]),  # one per rail leaf, after 4 hosts
+        ("tier4", [("leaf01", 9)]),  # a leaf's host half (ports 1-32); spines are full
+        ("tier4-k8s", [("leaf01", 9)]),
+    ],
+)
+def test_every_subnet_has_a_cabled_sm_port(tier: str, ports: list[tuple[str, int]]) -> None:
+    plan = cluster_plan(*load_inventory(tier))
+    cabling = plan["fabric"]["cabling"]
+    assert [(x["b"]["node"], x["b"]["port"]) for x in cabling["sm_links"]] == ports
+    nets = ibfabric.subnets(cabling)
+    assert [x["subnet"] for x in cabling["sm_hcas"]] == [n["name"] for n in nets]
+    for net, link in zip(nets, cabling["sm_links"], strict=True):
+        assert link["b"]["node"] in net["switches"]
+    taken = [(e["node"], e["port"]) for x in ibfabric.all_links(cabling) for e in (x["a"], x["b"]) if not e.get("hca")]
+    assert len(taken) == len(set(taken))  # no switch port cabled twice
+    assert "head01" not in plan["fabric"]["topology_conf"]  # the SM host is no Slurm node
+
+
+def test_a_full_switch_leaves_no_sm_port() -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_fabric\.infiniband\.sm_hcas.*'mlx5_0'.*free host port"):
+        cluster_plan(*_site("tier2", switch_radix=16))  # 2 nodes x 8 rails fill a 16-port switch
+
+
+@pytest.mark.parametrize("sm", ["switch", "external"])
+def test_a_managed_switch_or_ufm_needs_no_sm_port(sm: str) -> None:
+    site, groups = _site("tier2", switch_radix=16, subnet_manager=sm)
+    site["gpucluster_fabric"]["infiniband"] = {"service_level": 0}  # no sm_hcas
+    plan = cluster_plan(site, groups)
+    assert plan["fabric_host"]["opensm"] is None and not plan["fabric"]["cabling"].get("sm_links")
+    where = {"switch": "the subnet manager of a managed switch", "external": "an external fabric manager such as UFM"}
+    assert _sm_row(plan) == ["subnet manager", sm, f"{where[sm]} (nothing runs on the hosts)"]
+
+
+def _sm_row(plan: dict[str, Any]) -> list[str]:
+    rows = next(s["rows"] for s in plan["report"] if s["title"] == "Fabric and NCCL")
+    return next(r for r in rows if r[0] == "subnet manager")
+
+
+def test_the_report_names_the_heads_sm_ports() -> None:
+    row = _sm_row(cluster_plan(*load_inventory("tier2")))
+    assert row == [
+        "subnet manager",
+        "head",
+        "opensm on the head, one instance per subnet port: head01 mlx5_0 on ib-sw01 port 17",
+    ]
 
 
 def test_tier1_has_no_fabric_work() -> None:
@@ -179,7 +245,12 @@ def test_switch_subnet_manager_leaves_the_head_alone() -> None:
 
 def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list[str]]]) -> None:
     site, groups = tier3
-    site["gpucluster_fabric"]["infiniband"] = {"service_level": 3, "pkey": "0x7fff", "sm_priority": 12}
+    site["gpucluster_fabric"]["infiniband"] = {
+        **site["gpucluster_fabric"]["infiniband"],
+        "service_level": 3,
+        "pkey": "0x7fff",
+        "sm_priority": 12,
+    }
     plan = cluster_plan(site, groups)
     assert plan["nccl"]["conf"]["NCCL_IB_SL"] == "3"
     files = _fabric_files(plan, "head01")
@@ -193,7 +264,8 @@ def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list
     assert re.search(r"^partition_config_file /etc/opensm/partitions.conf$", conf, re.M)
     assert re.search(r"^qos TRUE$", conf, re.M)  # opensm drops a partition SL other than 0 without QoS
     assert 'PORTS="ALL"' in files["/etc/default/opensm"]
-    assert "(8: rail0, rail1," in files["/etc/default/opensm"]
+    assert "one in each planned subnet (8)" in files["/etc/default/opensm"]
+    assert '#   rail7: mlx5_7 ("head01 mlx5_7") on leaf08 port 5' in files["/etc/default/opensm"]
 
 
 @pytest.mark.skipif(shutil.which("opensm") is None, reason="opensm is not installed")
@@ -230,7 +302,7 @@ def test_opensm_files_reach_the_simulated_fabric(tmp_path: Path) -> None:
     lab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lab)
     site, groups = _site("tier2")
-    site["gpucluster_fabric"]["infiniband"] = {"service_level": 3, "pkey": "0x7fff"}
+    site["gpucluster_fabric"]["infiniband"] = {**site["gpucluster_fabric"]["infiniband"], "service_level": 3}
     plan = cluster_plan(site, groups)
     files = _fabric_files(plan, "head01")
     partitions = tmp_path / "partitions.conf"
@@ -241,10 +313,10 @@ def test_opensm_files_reach_the_simulated_fabric(tmp_path: Path) -> None:
     sm = None
     try:
         sim.start()
-        # the SM on one HCA (ibsim has no head node); the queries from another
+        # the SM on the head's planned SM port (fabric_host.sm_cabling); the queries from a compute HCA
         sm = subprocess.Popen(
             ["opensm", "-s", "0", "-F", str(conf), "-f", str(tmp_path / "opensm.log")],
-            env=sim.client_env("compute01 mlx5_0"), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            env=sim.client_env("head01 mlx5_0"), cwd=tmp_path, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         env = sim.client_env("compute02 mlx5_0")

@@ -13,14 +13,17 @@ def test_netfile_declares_every_link_on_both_ends_with_unique_lids() -> None:
     cabling = fabric("tier4")["cabling"]
     text = ibsim.ibsim_netfile(cabling)
     port_lines = [ln for ln in text.splitlines() if ln.startswith("[")]
-    assert len(port_lines) == 2 * len(cabling["links"]) == 2 * (64 + 64)
+    # 64 host links, 64 uplinks and the subnet manager's port (the head's mlx5_0 on a free leaf01 port)
+    assert len(port_lines) == 2 * (len(cabling["links"]) + len(cabling["sm_links"])) == 2 * (64 + 64 + 1)
     headers = [ln for ln in text.splitlines() if ln.startswith(("Switch", "Hca"))]
-    assert len(headers) == 10 + 64
+    assert len(headers) == 10 + 64 + 1
+    assert headers[-1] == 'Hca 1 "head01 mlx5_0" # "head01 mlx5_0"'
+    assert '[9] "head01 mlx5_0"[1] # "head01 mlx5_0" lid 75 4xHDR' in port_lines  # leaf01's first free port
     assert 'Hca 1 "compute02 mlx5_3" # "compute02 mlx5_3"' in headers  # the rdma-ndd description
     assert 'Switch 64 "spine02" # "spine02" enhanced port 0 lid 10 lmc 0' in headers
     own_lids = [int(ln.split(" lid ")[1].split()[0]) for ln in headers if ln.startswith("Switch")]
     own_lids += [int(ln.split("# lid ")[1].split()[0]) for ln in port_lines if "# lid " in ln]
-    assert sorted(own_lids) == list(range(1, 10 + 64 + 1))
+    assert sorted(own_lids) == list(range(1, 10 + 64 + 1 + 1))
     # both ends of one host link: compute02's HCAs follow the 10 switches and compute01's 8 HCAs
     assert '[2] "compute02 mlx5_3"[1] # "compute02 mlx5_3" lid 22 4xHDR' in port_lines
     assert '[1] "leaf04"[2] # lid 22 lmc 0 "leaf04" lid 4 4xHDR' in port_lines

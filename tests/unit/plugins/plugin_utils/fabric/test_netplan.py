@@ -73,3 +73,43 @@ def test_addresses_unique_and_inside_their_pools(computes: int, rails: int) -> N
             assert netaddr.IPAddress(address) in netaddr.IPNetwork(plan["rails"][int(rail)]["cidr"])
             assert address not in seen
             seen.add(address)
+
+
+def test_each_storage_interface_gets_its_own_address() -> None:
+    """A DGX's two storage NICs are two LNet NIDs: two addresses, never one address on both."""
+    given_hosts = [
+        {"name": "head01", "roles": ["head"]},
+        {"name": "oss01", "roles": ["storage"], "storage_nics": ["ib0", "ib1"]},
+        {"name": "compute01", "roles": ["compute"], "storage_nics": ["ibp41s0f0", "ibp170s0f0"]},
+        {"name": "compute02", "roles": ["compute"]},  # no storage NIC listed: one address, as before
+    ]
+    plan = address_plan(pools=POOLS, hosts=given_hosts, rails=0)
+    assert plan["hosts"]["oss01"]["storage_interfaces"] == {"ib0": "10.30.2.10", "ib1": "10.30.2.11"}
+    assert plan["hosts"]["oss01"]["storage"] == "10.30.2.10"  # the first: what clients name the host by
+    assert plan["hosts"]["compute01"]["storage_interfaces"] == {"ibp41s0f0": "10.30.2.12", "ibp170s0f0": "10.30.2.13"}
+    assert (
+        plan["hosts"]["compute02"]["storage"] == "10.30.2.14" and "storage_interfaces" not in plan["hosts"]["compute02"]
+    )
+
+
+def test_storage_pool_too_small_for_the_interfaces() -> None:
+    pools = {**POOLS, "storage": {"cidr": "10.30.2.0/29", "first_offset": 1}}  # 6 usable from .1
+    many = [{"name": f"compute{i}", "roles": ["compute"], "storage_nics": ["a", "b"]} for i in range(4)]
+    with pytest.raises(PlanError, match=r"gpucluster_network\.storage\.cidr.*room for 8 hosts"):
+        address_plan(pools=pools, hosts=many, rails=0)
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=20))
+def test_storage_addresses_are_unique_per_interface(nics: list[int]) -> None:
+    given_hosts = [
+        {
+            "name": f"h{i}",
+            "roles": ["storage" if i % 3 == 0 else "compute"],
+            "storage_nics": [f"s{j}" for j in range(n)],
+        }
+        for i, n in enumerate(nics)
+    ]
+    plan = address_plan(pools=POOLS, hosts=given_hosts, rails=0)
+    per_nic = [a for h in plan["hosts"].values() for a in (h.get("storage_interfaces") or {}).values()]
+    firsts = [h["storage"] for h in plan["hosts"].values() if "storage_interfaces" not in h]
+    assert len(per_nic) == sum(nics) and len(set(per_nic + firsts)) == len(per_nic + firsts)

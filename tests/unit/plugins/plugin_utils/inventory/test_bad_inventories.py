@@ -792,6 +792,8 @@ def test_opting_out_of_one_nic_per_gpu_plans_seven_nics() -> None:
     drop_compute_nic((site, groups))
     site["gpucluster_node"]["one_compute_nic_per_gpu"] = False
     site["gpucluster_node"]["gpus"][7]["nic"] = "mlx5_6"  # GPUs 6 and 7 share a NIC: allowed once opted out
+    ib = site["gpucluster_fabric"]["infiniband"]
+    ib["sm_hcas"] = ib["sm_hcas"][:7]  # 7 rails, 7 subnets: one SM port each
     plan = cluster_plan(site, groups)
     assert plan["fabric"]["rails"] == 7
 

@@ -150,6 +150,7 @@ def _grown_tier4(nodes: int) -> dict[str, Any]:
     site = copy.deepcopy(site)
     site["gpucluster_facility"]["racks"] = nodes // 8  # keep each rack within its power budget
     site["gpucluster_fabric"]["spines"] = 8  # enough spine ports for the leaves
+    site["gpucluster_fabric"]["subnet_manager"] = "switch"  # 64 hosts fill every port: no room for the head's SM
     return cluster_plan(site, groups)
 
 

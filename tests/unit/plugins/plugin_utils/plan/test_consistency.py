@@ -575,9 +575,19 @@ def sites(draw: st.DrawFn) -> Site:
     if ftype == "none":
         fabric["topology"] = "none"
     else:
-        fabric["topology"] = draw(st.sampled_from(_topologies(nodes, fabric.get("switch_radix", 64))))
+        radix = fabric.get("switch_radix", 64)
+        fabric["topology"] = draw(st.sampled_from(_topologies(nodes, radix)))
         if fabric["topology"] == "fat_tree":
             fabric.update(spines=8, spine_scope="shared")
+        # the head's SM needs one free host port per subnet (fabric_host.sm_cabling); a full fabric
+        # (every host port taken) runs the SM on a managed switch
+        free = {"rail_optimized": nodes < radix, "single_switch": nodes * 8 < radix}
+        if ftype == "infiniband" and free.get(fabric["topology"], nodes % (radix // 2) != 0):
+            subnets = 8 if fabric["topology"] == "rail_optimized" else 1
+            fabric["subnet_manager"] = "head"
+            fabric["infiniband"] = {**fabric.get("infiniband", {}), "sm_hcas": [f"mlx5_{i}" for i in range(subnets)]}
+        else:
+            fabric["subnet_manager"] = draw(st.sampled_from(("switch", "external")))
 
     policy: dict[str, Any] = {"clock_policy": draw(st.sampled_from(("max_performance", "fixed", "power_capped")))}
     if policy["clock_policy"] == "fixed":

@@ -112,11 +112,11 @@ def test_tier2_exports_and_client_mounts() -> None:
     assert mount["unit_text"].endswith("[Install]\nWantedBy=remote-fs.target\n")
 
 
-def test_lab_uses_ganesha_on_the_management_network() -> None:
+def test_lab_uses_ganesha_on_the_planned_storage_network() -> None:
     plan = _plan("tier2", gpucluster_lab={"enabled": True, "nfs_server_impl": "ganesha"})
     nfs = plan["storage"]["nfs"]
     assert nfs["server_impl"] == "ganesha" and nfs["service"] == "nfs-ganesha"
-    assert nfs["network"] == "management" and nfs["server_address"] == "10.20.0.11"
+    assert nfs["network"] == "storage" and nfs["server_address"] == "10.20.2.10"  # as on real hosts
     assert nfs["exports"][0]["export_id"] == 1 and nfs["exports"][0]["pseudo"] == "/export/shared"
     assert nfs["exports"][0]["ganesha_squash"] == "Root_Squash" and nfs["exports"][0]["access_type"] == "RW"
     assert _storage_files(plan)["nfs01"] == ["/etc/ganesha/ganesha.conf"]
@@ -208,11 +208,26 @@ def test_bad_lustre_server_input_names_the_field(change: dict[str, Any], field: 
         _plan("tier3", gpucluster_storage=_storage("tier3", lustre=lustre))
 
 
-def test_server_interfaces_override_the_clients_names() -> None:
-    lustre = {**_storage("tier3")["lustre"], "server_interfaces": ["ib0", "ib1"]}
-    lu = _plan("tier3", gpucluster_storage=_storage("tier3", lustre=lustre))["storage"]["lustre"]
+def test_lustre_servers_use_their_own_interfaces_one_nid_each() -> None:
+    plan = _plan("tier3", gpucluster_storage=_storage("tier3", server_interfaces=["ib0", "ib1"]))
+    lu = plan["storage"]["lustre"]
     assert lu["server_lnet"]["modprobe"] == 'options lnet networks="o2ib0(ib0,ib1)"'
-    assert lu["lnet"]["modprobe"] != lu["server_lnet"]["modprobe"]  # clients keep their own NICs
+    assert lu["lnet"]["modprobe"] == 'options lnet networks="o2ib0(ibp41s0f0,ibp170s0f0)"'  # the DGX's own
+    assert lu["server_nids"]["mds01"] == [
+        {"interface": "ib0", "address": "10.30.2.10", "nid": "10.30.2.10@o2ib0"},
+        {"interface": "ib1", "address": "10.30.2.11", "nid": "10.30.2.11@o2ib0"},
+    ]
+    assert lu["mgs_nid"] == "10.30.2.10@o2ib0"
+    units = {u["netdev"]: u["address"] for u in plan["hosts"]["oss02"]["network_units"]}
+    assert units == {"eno1": "10.30.0.13/24", "ib0": "10.30.2.14/24", "ib1": "10.30.2.15/24"}
+    nids = [n["nid"] for host in lu["server_nids"].values() for n in host]
+    assert len(nids) == len(set(nids)) == 6
+
+
+def test_lnet_interface_without_an_address_names_the_field() -> None:
+    lustre = {**_storage("tier3")["lustre"], "server_interfaces": ["ib0", "ib1"]}  # not the servers' interfaces
+    with pytest.raises(PlanError, match=r"gpucluster_storage\.lustre\.server_interfaces.*'ib0', 'ib1'"):
+        _plan("tier3", gpucluster_storage=_storage("tier3", lustre=lustre))
 
 
 def test_storage_role_files_per_host() -> None:
