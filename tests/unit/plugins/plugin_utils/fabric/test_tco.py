@@ -214,6 +214,11 @@ def test_counts_follow_the_plan_and_each_kinds_switch_radix() -> None:
     site, groups = load_inventory("tier4")
     site = copy.deepcopy(site)
     site["gpucluster_facility"] = {**site["gpucluster_facility"], "racks": 32}
+    # full SUs leave no leaf port for the head's SM: the fabric's own SM (UFM) runs it
+    site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "subnet_manager": "external"}
+    # two storage NICs per node, an address each: 256 do not fit the reference /24
+    network = site["gpucluster_network"]
+    site["gpucluster_network"] = {**network, "storage": {**network["storage"], "cidr": "10.40.4.0/22"}}
     groups = {k: v for k, v in groups.items() if k != "all"} | {"compute": [f"compute{i:03d}" for i in range(1, 129)]}
     plan = cluster_plan(site, groups)
     t = plan["fabric_tco"]
