@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, _collect_groups, cluster_plan
+from conftest import ROOT, cluster_plan, load_inventory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,16 +33,6 @@ INVENTORIES = sorted(
     if (p / "hosts.yml").is_file()
 )
 CONTROLS = ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\u2028"]
-
-
-def load(name: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    base = ROOT / "inventories" / name
-    site: dict[str, Any] = {}
-    for f in sorted((base / "group_vars" / "all").glob("*.yml")):
-        site.update(yaml.safe_load(f.read_text()) or {})
-    groups: dict[str, list[str]] = {}
-    _collect_groups("all", yaml.safe_load((base / "hosts.yml").read_text())["all"], groups)
-    return site, groups
 
 
 def strings(value: Any, path: list[Any]) -> Iterator[list[Any]]:
@@ -70,7 +60,7 @@ def inject(site: dict[str, Any], path: list[Any], text: str, at: int | None = No
 
 @pytest.mark.parametrize("name", INVENTORIES)
 def test_a_control_character_in_any_string_field_stops_the_plan_at_that_field(name: str) -> None:
-    site, groups = load(name)
+    site, groups = load_inventory(name)
     paths = list(strings(site, []))
     assert len(paths) > 20, paths
     for i, path in enumerate(paths):
@@ -83,7 +73,7 @@ def test_a_control_character_in_any_string_field_stops_the_plan_at_that_field(na
 
 @pytest.mark.parametrize("name", ["tier1", "tier3"])
 def test_a_control_character_in_a_host_name_stops_the_plan(name: str) -> None:
-    site, groups = load(name)
+    site, groups = load_inventory(name)
     for control in CONTROLS:
         bad = copy.deepcopy(groups)
         host = bad["compute"][0]
@@ -94,7 +84,7 @@ def test_a_control_character_in_a_host_name_stops_the_plan(name: str) -> None:
         assert caught.value.field.startswith("groups."), str(caught.value)
 
 
-SITE3, GROUPS3 = load("tier3")
+SITE3, GROUPS3 = load_inventory("tier3")
 PATHS3 = list(strings(SITE3, []))
 
 
@@ -119,7 +109,7 @@ def numbers(value: Any, path: list[Any]) -> Iterator[list[Any]]:
 
 @pytest.mark.parametrize("name", ["tier2", "tier4", "examples/tier2-nvmeof"])
 def test_a_non_finite_number_in_any_number_field_stops_the_plan_at_that_field(name: str) -> None:
-    site, groups = load(name)
+    site, groups = load_inventory(name)
     for i, path in enumerate(numbers(site, [])):
         bad = copy.deepcopy(site)
         target: Any = bad
@@ -255,5 +245,5 @@ def test_variables_to_check_keeps_only_what_the_check_reads() -> None:
 
 def test_every_reference_inventory_still_plans() -> None:
     for name in INVENTORIES:
-        site, groups = load(name)
+        site, groups = load_inventory(name)
         assert cluster_plan(site, groups)["cluster"]["name"], name
