@@ -34,6 +34,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
     check_choice,
     check_range,
     require,
@@ -72,8 +73,8 @@ def _kernel(value: Any) -> tuple[int, int] | None:
         return None
     text = str(value)
     m = _KERNEL.match(text)
-    require(bool(m), f"{FIELD}.kernel_version", value, "a kernel release such as 6.8 or 5.15.0-91-generic (uname -r)")
-    assert m is not None
+    if m is None:
+        raise PlanError(f"{FIELD}.kernel_version", value, "a kernel release such as 6.8 or 5.15.0-91-generic")
     return int(m.group(1)), int(m.group(2))
 
 

@@ -250,7 +250,7 @@ def _fat_tree(
     def needs_of(sus: list[int]) -> dict[int, tuple[int, int]]:
         table: dict[int, tuple[int, int]] = {}
         for i in sus:
-            count, _ = table.get(need[i], (0, free))
+            count = table.get(need[i], (0, free))[0]
             table[need[i]] = (count + per_group, free)
         return table
 
@@ -285,7 +285,7 @@ def _fat_tree(
     down = [sum(per_group * math.ceil(need[i] / pod_spines) for i in pod) for pod in pods]
     core_needs: dict[int, tuple[int, int]] = {}
     for d in down:
-        count, _ = core_needs.get(d, (0, half))
+        count = core_needs.get(d, (0, half))[0]
         core_needs[d] = (count + 1, half)  # a pod spine's uplinks: the ports above its k/2 down ports
     cores = spread(core_needs, radix, 1)
     if cores is None:
@@ -307,7 +307,7 @@ def _fat_tree(
 
 def _group_leaves(out: dict[str, Any], groups: int) -> list[list[tuple[dict[str, Any], int]]]:
     """Per spine group, its leaves in SU order with their SU index."""
-    per: list[list[tuple[dict[str, Any], int]]] = [[] for _ in range(groups)]
+    per: list[list[tuple[dict[str, Any], int]]] = [[] for _group in range(groups)]
     for sw in out["switches"]:
         if sw["kind"] == "leaf":
             per[sw["rail"] if groups > 1 else 0].append((sw, sw["su"] - 1))

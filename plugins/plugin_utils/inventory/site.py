@@ -418,7 +418,7 @@ def _near_miss(name: str, known: list[str]) -> str | None:
     """The site variable ``name`` was probably meant as (``gpucluser_gpu_policy`` -> gpucluster_gpu_policy)."""
     if name.startswith(PREFIX + "_"):
         return None
-    first, _, rest = name.partition("_")
+    first, _sep, rest = name.partition("_")
     if first != PREFIX and difflib.SequenceMatcher(None, first.lower(), PREFIX).ratio() >= 0.85:
         guess = difflib.get_close_matches(f"{PREFIX}_{rest}", known, n=1, cutoff=0.6)
         return guess[0] if guess else f"{PREFIX}_{rest}"

@@ -149,7 +149,7 @@ def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -
     places: dict[str, list[str]] = {}
     for host, entry in hosts.items():
         for unit in entry.get("network_units") or []:
-            places.setdefault(str(unit["address"]).split("/")[0], []).append(f"{host} {unit['netdev']}")
+            places.setdefault(str(unit["address"]).split("/", maxsplit=1)[0], []).append(f"{host} {unit['netdev']}")
     for address, where in places.items():
         require(
             len(where) == 1,
@@ -161,7 +161,7 @@ def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -
     for item in served_addresses(storage):
         entry = hosts.get(item["host"]) or {}
         units = {
-            str(u["address"]).split("/")[0]: u["netdev"]
+            str(u["address"]).split("/", maxsplit=1)[0]: u["netdev"]
             for u in entry.get("network_units") or []
             if item["netdev"] is None or u["netdev"] == item["netdev"]
         }
