@@ -117,6 +117,10 @@ class Shutdown:
         return self.grace_s + self.power_off_s
 
 
+#: How often the shutdown playbook looks whether jobs or drains are done.
+POLL_S = 10
+
+
 def parse_shutdown(raw: Mapping[str, Any]) -> Shutdown:
     """The shutdown timing (also without a UPS entry: the playbook needs its grace time)."""
     grace = raw.get("checkpoint_grace_s", DEFAULT_CHECKPOINT_GRACE_S)
@@ -303,6 +307,10 @@ def ups_plan(raw: Any, power: Mapping[str, Any], cluster: Mapping[str, Any]) -> 
             "grace_s": shutdown.grace_s,
             "power_off_s": shutdown.power_off_s,
             "sequence_s": shutdown.sequence_s,
+            # the playbook's waits: polled every POLL_S for the grace time, a drain's job a minute longer
+            "poll_s": POLL_S,
+            "polls": max(shutdown.grace_s // POLL_S, 1),
+            "drain_async_s": shutdown.grace_s + 60,
             "signal": CHECKPOINT_SIGNAL,
             "reason": DRAIN_REASON,
             "steps": shutdown_steps(cluster, shutdown),
