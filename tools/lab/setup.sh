@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lab setup on a fresh Debian 12 host, as root; safe to run again (each step checks first).
 #  1. the host packages of tests/host-packages.txt (podman, runc, debootstrap, ibsim, ...);
-#  2. /etc/containers/containers.conf settings the sandbox needs;
+#  2. /etc/containers/containers.conf settings the sandbox needs, and the host's inotify limits;
 #  3. the base image (debootstrap + podman import) and the lab image (podman build),
 #     each tagged by a hash of its recipe, so a second run reuses them.
 set -euo pipefail
@@ -13,6 +13,14 @@ start=$(date +%s)
 bash "$root/tools/setup/host_deps.sh" "$root/tests/host-packages.txt"
 
 python3 "$here/containers_conf.py" /etc/containers/containers.conf
+
+# Each lab container runs systemd, which holds inotify instances (path units, journald, udev):
+# the kernel's default of 128 per user is used up by two labs at once ("Failed to enter waiting
+# state: Too many open files" on a .path unit). Raise the host's limits (never lowered here).
+for kv in fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=1048576; do
+  key=${kv%%=*}; want=${kv#*=}
+  [ "$(sysctl -n "$key")" -ge "$want" ] || sysctl -qw "$kv"
+done
 
 # The Debian mirror this host already uses (never a host name written into the repo).
 mirror=$(sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1 || true)
