@@ -26,9 +26,15 @@ OPERATOR = "operator: replace DIMM"
 
 
 def _wait(head: Any, node: str, pattern: str) -> tuple[str, str]:
-    """Poll sinfo until the node's state matches ``pattern`` (a shell case pattern), 60 s at most."""
+    """Poll sinfo until the node's state matches ``pattern`` (a shell case pattern), 60 s at most.
+
+    sinfo -N prints one line per partition the node is in (tier2: gpu and debug), the same state on
+    each: ``sort -u`` makes it one word, or the pattern would never match and every wait would last
+    its whole 60 s.
+    """
     head.run(
-        f"for i in $(seq 60); do s=$(sinfo -h -N -n {node} -o %t); case $s in {pattern}) break;; esac; sleep 1; done"
+        f"for i in $(seq 120); do s=$(sinfo -h -N -n {node} -o %t | sort -u); "
+        f"case $s in {pattern}) break;; esac; sleep 0.5; done"
     )
     return node_state(head, node)
 
