@@ -48,6 +48,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts
     NVLINK_WINDOW,
     RETURN,
     SUPPLY,
+    dashboard_uid,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import GRAFANA_PORT
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.slurm_queue import exporter_metrics
@@ -583,7 +584,7 @@ def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
     # (filter grafana_dashboard -> dashboard_model): the plan stores no rendered dashboard
     boards = {
         key: {
-            "uid": f"gpucluster-{key}",
+            "uid": dashboard_uid(key),
             "title": f"{plan['cluster']['name']}: {_title(plan, key)}",
             "tags": ["gpucluster", plan["cluster"]["tier"]],
             "file": f"{DASHBOARD_DIR}/{key}.json",
