@@ -85,13 +85,10 @@ NODE_EXPORTER_METRICS = {
 PROMETHEUS_METRICS = {"up": "Prometheus, per scrape target"}
 
 
-#: Grafana's dashboard JSON schema version this model is written in: Grafana 12's (the dashboard
-#: schema migrations end at 41 in Grafana 12.x: public/app/features/dashboard/state/
-#: DashboardMigrator.ts, https://grafana.com/docs/grafana/latest/dashboards/build-dashboards/
-#: view-dashboard-json-model/); Grafana migrates an older model on load, never a newer one
+#: The classic dashboard JSON model's schema version, as Grafana 12 writes it (docs/sources.md [GF1]);
+#: Grafana migrates an older model on load, never a newer one
 SCHEMA_VERSION = 41
-#: the panel grid is 24 columns wide (https://grafana.com/docs/grafana/latest/dashboards/build-dashboards/
-#: view-dashboard-json-model/#panels): two panels a row, 8 rows of 30 px high
+#: the panel grid is 24 columns wide (docs/sources.md [GF1]): two panels a row, 8 grid rows high
 PANEL_WIDTH, PANEL_HEIGHT = 12, 8
 
 
