@@ -41,8 +41,9 @@ plan: setup ## write build/plan/<name>/ (plan.json, report.md, hosts/) for TIER=
 tco: setup ## fabric cost, InfiniBand vs RoCEv2 over 3 years, for TIER=tierN or INVENTORY=path (no host contact)
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/tco.yml
 
-# the CRDs (Kueue, KubeRay, GPU and Network Operator) come from ../shared/reference/k8s-crds
-# (K8S_CRDS= or GPUCLUSTER_K8S_CRDS override it); built-in kinds from kubernetes-validate
+# the CRDs' schemas (Kueue, KubeRay, GPU and Network Operator, MPI and PyTorch jobs) come from the
+# repository's catalog tools/k8s/crd_schemas/ (tools/k8s/extract_crd_schemas.py; K8S_CRDS= or
+# GPUCLUSTER_K8S_CRDS point to another); built-in kinds from kubernetes-validate
 .PHONY: k8s-validate
 k8s-validate: plan ## schema-check build/plan/<name>/kubernetes/ of a Kubernetes INVENTORY (tools/k8s/validate_manifests.py)
 	$(BIN)/python tools/k8s/validate_manifests.py --inventory $(INVENTORY) --quiet $(if $(K8S_CRDS),--crds $(K8S_CRDS))

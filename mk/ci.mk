@@ -9,6 +9,10 @@ RUNNER_ARGS ?=
 SLICES ?=
 PLAN_FILE ?=
 EXPECT_UNCHANGED ?=
+# RUNNER_IMAGE=<image>: run inside that execution environment (make ee builds EE_TAG) with
+# ansible-runner's container mode; RUNNER_ENGINE is podman or docker
+RUNNER_IMAGE ?=
+RUNNER_ENGINE ?= podman
 COLLECTION_VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 COLLECTION_TARBALL := build/dist/gpucluster-tiers-$(COLLECTION_VERSION).tar.gz
 ANSIBLE_BUILDER ?= $(BIN)/ansible-builder
@@ -24,9 +28,12 @@ ifdef SLICES
 	  --slices $(SLICES) --ident $(RUNNER_IDENT) $(if $(LAB),--lab $(TIER)) $(if $(PLAN_FILE),--plan-file $(PLAN_FILE)) \
 	  $(if $(EXPECT_UNCHANGED),--expect-unchanged) $(if $(RUNNER_ARGS),--runner-args '$(RUNNER_ARGS)')
 else
-	$(BIN)/python tools/ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER))
+	$(BIN)/python tools/ci/runner_dir.py prepare --inventory $(INVENTORY) --dest $(RUNNER_DIR) $(if $(LAB),--lab $(TIER)) \
+	  $(if $(RUNNER_IMAGE),--container)
 	$(BIN)/python tools/ci/runner_dir.py exec -- \
-	  $(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) $(RUNNER_ARGS); \
+	  $(BIN)/ansible-runner run $(RUNNER_DIR) -p playbooks/$(PLAYBOOK).yml --ident $(RUNNER_IDENT) \
+	  $(if $(RUNNER_IMAGE),--container-image $(RUNNER_IMAGE) --process-isolation --process-isolation-executable $(RUNNER_ENGINE)) \
+	  $(RUNNER_ARGS); \
 	  rc=$$?; echo "artifacts: $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT) (status $$(cat $(RUNNER_DIR)/artifacts/$(RUNNER_IDENT)/status 2>/dev/null), rc $$rc)"; exit $$rc
 endif
 

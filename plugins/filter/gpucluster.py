@@ -174,6 +174,14 @@ def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
     return _engine("validation.floors").validation_floors(tier=_engine("inventory.tiers").tier_profile(tier), **kwargs)
 
 
+def grafana_dashboard(board: Mapping[str, Any]) -> str:
+    """A dashboard of the plan (plan.monitoring.grafana.dashboards.<key>) as Grafana's dashboard JSON."""
+    import json
+
+    model = _run("grafana_dashboard", _engine("monitoring.dashboards").dashboard_model, board)
+    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 class FilterModule:
     """gpucluster.tiers filters."""
 
@@ -200,4 +208,5 @@ class FilterModule:
             "expected_cabling": _kwargs_filter("expected_cabling", "fabric.cabling", "expected_cabling"),
             "validation_floors": _kwargs_filter("validation_floors", "", "_validation_floors"),
             "fabric_tco": fabric_tco,
+            "grafana_dashboard": grafana_dashboard,
         }

@@ -102,7 +102,15 @@ def render_role_template(
         from ansible.plugins.filter.core import FilterModule
 
         env.filters.update(FilterModule().filters())
+    env.filters.update(collection_filters())
     return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host, **extra)
+
+
+def collection_filters() -> dict[str, Any]:
+    """The collection's own filters by FQCN (gpucluster.tiers.grafana_dashboard, ...), as the roles call them."""
+    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
+
+    return {f"gpucluster.tiers.{name}": f for name, f in FilterModule().filters().items()}
 
 
 def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any], host: str) -> str:

@@ -17,7 +17,11 @@ written (runs from before, or through another caller). The names kept: ``RUNNER_
 
 ``prepare`` copies env/ from the template (adding ANSIBLE_CONFIG), copies the inventory
 (and, with ``--lab``, the lab's overlay and connection files) and links project/ to this
-repository; earlier artifacts stay. ``stats`` prints a run's status, rc and per-host
+repository; earlier artifacts stay. With ``--container`` (ansible-runner's container mode,
+``--container-image`` with an execution environment) the private data dir is mounted at
+``/runner`` inside the container: project/ is then a copy of the repository's run-time files
+(:data:`CONTAINER_SKIP` left out; its relative links resolve inside the copy) and ANSIBLE_CONFIG is
+``/runner/project/ansible.cfg``, so no path points back to the host. ``stats`` prints a run's status, rc and per-host
 recap from its job events; with ``--expect-unchanged`` it fails when a host changed
 (the idempotence check of a second converge). The layout: tools/ci/runner/README.md.
 """
@@ -40,6 +44,16 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "tools" / "ci" / "runner"
+#: where ansible-runner mounts the private data dir in container mode (``-v <dir>/:/runner/``) and the
+#: project's folder in it (its working directory), from ansible-runner's container command
+CONTAINER_MOUNT = "/runner"
+CONTAINER_PROJECT = f"{CONTAINER_MOUNT}/project"
+#: top-level names of the repository a container run does not need: the controller's own tools and
+#: state (the execution environment brings ansible-core and the declared collections), tests, the lab
+CONTAINER_SKIP = frozenset({
+    ".git", ".venv", ".cache", ".collections", ".lab", ".hypothesis", ".pytest_cache", ".ruff_cache",
+    "build", "tests", "molecule", "lab", "tools", "docs", "changelogs",
+})  # fmt: skip
 
 
 #: Environment variables a run gets from its caller (ansible-runner, ansible-playbook, ssh,
@@ -104,8 +118,37 @@ def scrub(private_data_dir: str | Path) -> list[Path]:
     return changed
 
 
-def prepare(inventory: str | Path, dest: str | Path, *, lab: str | None = None, root: Path = ROOT) -> Path:
-    """Make ``dest`` a private data dir for ``inventory``; return its absolute path."""
+def _copy_project(root: Path, project: Path) -> None:
+    """The repository's run-time files into project/, links kept as links (all relative, inside it)."""
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        top = Path(folder).resolve() == root.resolve()
+        return {n for n in names if (top and n in CONTAINER_SKIP) or n == "__pycache__"}
+
+    shutil.copytree(root, project, symlinks=True, ignore=skip)
+    for link in (p for p in project.rglob("*") if p.is_symlink()):
+        target = (link.parent / os.readlink(link)).resolve()
+        if os.path.isabs(os.readlink(link)) or not target.is_relative_to(project.resolve()):
+            raise SystemExit(f"runner_dir: {link} points outside the project ({os.readlink(link)}): it would dangle")
+
+
+def prepare(
+    inventory: str | Path,
+    dest: str | Path,
+    *,
+    lab: str | None = None,
+    root: Path = ROOT,
+    container: bool = False,
+) -> Path:
+    """Make ``dest`` a private data dir for ``inventory``; return its absolute path.
+
+    ``container``: for ansible-runner's container mode (an execution environment): project/ a copy,
+    every path as the container sees it (:data:`CONTAINER_MOUNT`)."""
+    if container and lab:
+        raise SystemExit(
+            "runner_dir: --lab and --container do not mix: the lab's containers are reached through the "
+            "host's podman, which a run inside an execution environment does not have"
+        )
     inventory, dest = Path(inventory), Path(dest).resolve()
     if not inventory.is_absolute():
         inventory = root / inventory
@@ -116,7 +159,7 @@ def prepare(inventory: str | Path, dest: str | Path, *, lab: str | None = None, 
         shutil.rmtree(dest / sub, ignore_errors=True)
     shutil.copytree(TEMPLATE / "env", dest / "env")
     envvars = yaml.safe_load((dest / "env" / "envvars").read_text()) or {}
-    envvars["ANSIBLE_CONFIG"] = str(root / "ansible.cfg")
+    envvars["ANSIBLE_CONFIG"] = f"{CONTAINER_PROJECT}/ansible.cfg" if container else str(root / "ansible.cfg")
     (dest / "env" / "envvars").write_text(
         "---\n# built by tools/ci/runner_dir.py from tools/ci/runner/env/envvars\n"
         + yaml.safe_dump({k: str(v) for k, v in envvars.items()}, sort_keys=True)
@@ -133,7 +176,10 @@ def prepare(inventory: str | Path, dest: str | Path, *, lab: str | None = None, 
         project.unlink()
     elif project.is_dir():
         shutil.rmtree(project)
-    project.symlink_to(root, target_is_directory=True)
+    if container:
+        _copy_project(root, project)
+    else:
+        project.symlink_to(root, target_is_directory=True)
     return dest
 
 
@@ -185,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inventory", required=True, help="inventory folder, e.g. inventories/tier3")
     p.add_argument("--dest", required=True, help="the private data dir, e.g. build/runner/tier3")
     p.add_argument("--lab", metavar="TIER", help="add the lab overlay and .lab/TIER/inventory.yml")
+    p.add_argument(
+        "--container",
+        action="store_true",
+        help="for ansible-runner --container-image (an execution environment): project/ a copy, paths under /runner",
+    )
     e = sub.add_parser("exec", help="run a command (ansible-runner ...) with the filtered environment")
     e.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
     c = sub.add_parser("scrub", help="filter the environment recorded in artifacts/*/command")
@@ -194,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--expect-unchanged", action="store_true", help="fail when any host reports changed")
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        print(prepare(args.inventory, args.dest, lab=args.lab))
+        print(prepare(args.inventory, args.dest, lab=args.lab, container=args.container))
         return 0
     if args.command == "exec":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

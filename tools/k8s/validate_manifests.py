@@ -3,11 +3,13 @@
 
 Every object must have a schema; an object whose kind has none is an error, not a pass:
 
-- custom resources (Kueue, KubeRay, GPU Operator, Network Operator, ...): the ``openAPIV3Schema``
-  of the matching version in the upstream CRD files under ``../shared/reference/k8s-crds/``
-  (beside the repository; ``GPUCLUSTER_K8S_CRDS`` overrides it; its README names each file's
-  release and source). The OpenAPI v3 structural schema is turned into JSON Schema (see
-  :func:`openapi_to_jsonschema`) and checked with ``jsonschema``'s Draft 4 validator;
+- custom resources (Kueue, KubeRay, GPU Operator, Network Operator, ...): the JSON Schema of the
+  matching version in the repository's catalog ``tools/k8s/crd_schemas/`` (kubeconform's layout
+  ``{group}/{kind}_{version}.json``; ``catalog.json`` names each upstream file's project, tag,
+  commit and SHA-256; tools/k8s/extract_crd_schemas.py writes it from the upstream CRD files;
+  ``--crds`` or ``GPUCLUSTER_K8S_CRDS`` point to another catalog), checked with ``jsonschema``'s
+  Draft 4 validator whose ``pattern`` and ``format: regex`` are Go RE2 (google-re2), as the API
+  server reads them;
 - built-in kinds (``v1``, ``apps/v1``, ``*.k8s.io/*``): the strict schemas (unknown fields are
   errors) shipped in the ``kubernetes-validate`` package, for the pinned Kubernetes release
   :data:`KUBERNETES_VERSION`;
@@ -29,7 +31,6 @@ Exit status: 0 all valid, 1 an object is invalid or has no schema, 2 a usage or 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -48,10 +49,14 @@ try:
     from kubernetes_validate import utils as _kv
 except ImportError:  # pragma: no cover - a declared dependency (pyproject.toml); named in the error below
     _kv = None
+try:
+    import re2  # google-re2: Go RE2 semantics for CRD patterns
+except ImportError:  # pragma: no cover - a declared dependency (pyproject.toml); named in the error below
+    re2 = None
 
 ROOT = Path(__file__).resolve().parents[2]
-# libyaml when PyYAML has it: the CRD files are ~4 MB of YAML
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: the CRD schemas the collection targets, in the repository (tools/k8s/extract_crd_schemas.py)
+CATALOG = ROOT / "tools" / "k8s" / "crd_schemas"
 
 #: The Kubernetes release the built-in kinds and ObjectMeta are checked against: the oldest minor
 #: release upstream still maintains (it keeps the three newest minors: 1.35, 1.36, 1.37 at the time
@@ -115,228 +120,83 @@ class Result:
 
 
 # ---------------------------------------------------------------------------------------------
-# RE2 patterns in Python
+# Schemas: the repository's CRD catalog and kubernetes-validate
 # ---------------------------------------------------------------------------------------------
 
-_INLINE_FLAGS = re.compile(r"\(\?([imsU]+)\)")
-#: RE2's ASCII classes inside brackets (https://github.com/google/re2/wiki/Syntax, "ASCII character
-#: classes"); Python reads ``[[:alpha:]]`` as a set of the characters ``[:alph`` and a literal ``]``
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z",
-    "alpha": "A-Za-z",
-    "ascii": "\\x00-\\x7F",
-    "blank": "\\t ",
-    "cntrl": "\\x00-\\x1F\\x7F",
-    "digit": "0-9",
-    "graph": "!-~",
-    "lower": "a-z",
-    "print": " -~",
-    "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z",
-    "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_POSIX_CLASS = re.compile(r"\[:(\^?)([a-z]+):\]")
+
+def _re2_search(pattern: str, text: str) -> bool:
+    """``pattern`` (Go RE2 syntax, as the API server compiles it) found in text, with google-re2."""
+    return _compile_re2(pattern).search(text) is not None
 
 
-def _char_class(pattern: str, start: int) -> tuple[str, int]:
-    """The bracket expression starting at pattern[start] ("["), in Python syntax, and the index after it."""
-    out = ["["]
-    j = start + 1
-    if pattern.startswith("^", j):
-        out.append("^")
-        j += 1
-    if pattern.startswith("]", j):
-        out.append("\\]")
-        j += 1
-    while j < len(pattern) and pattern[j] != "]":
-        m = _POSIX_CLASS.match(pattern, j)
-        if m:
-            if m.group(1) or m.group(2) not in _POSIX_CLASSES:
-                raise ValueError(f"pattern {pattern!r}: RE2 class {m.group(0)} is not translated")
-            out.append(_POSIX_CLASSES[m.group(2)])
-            j = m.end()
-        elif pattern[j] == "\\":
-            out.append(pattern[j : j + 2])
-            j += 2
-        else:
-            out.append("\\[" if pattern[j] == "[" else pattern[j])  # a literal [ (Python warns on it)
-            j += 1
-    return "".join(out) + "]", j + 1
+@cache
+def _compile_re2(pattern: str) -> Any:
+    if re2 is None:
+        raise RuntimeError("google-re2 is not installed: run `make setup` (pyproject.toml pins it)")
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is reported as a SchemaError, not logged to stderr
+    return re2.compile(pattern, options)
 
 
-def re2_to_python(pattern: str) -> str:
-    """A Kubernetes (Go RE2) ``pattern`` as an equivalent Python ``re`` pattern.
-
-    The API server compiles CRD patterns with Go's regexp (RE2 syntax,
-    https://github.com/google/re2/wiki/Syntax). Python differs in what these files use or may use:
-
-    - an inline flag group such as ``(?i)`` after the start (``^(?i)[a-z]...`` in Kueue's
-      AdmissionCheck ``spec.parameters.kind``): RE2 applies it from there on; Python 3.11 refuses
-      it ("global flags not at the start of the expression"). A flag group at the top level is
-      moved to the front: equal in meaning when only anchors or flag-free atoms precede it (as
-      ``^`` here), and otherwise applied to the whole pattern, which can only accept more;
-    - ``\\z`` (end of text) is Python's ``\\Z``; ``[[:alpha:]]`` and the other ASCII classes are
-      spelled out (Python would read them as plain characters); RE2's ``(?U)`` (ungreedy) has no
-      Python equivalent and is refused; what else Python does not know (``\\pL``, ``\\Q..\\E``)
-      fails to compile and is refused too, never silently skipped.
-
-    Raises ValueError when the result does not compile in Python.
-    """
-    flags = ""
-    depth = 0
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            pair = pattern[i : i + 2]
-            out.append("\\Z" if pair == "\\z" else pair)
-            i += 2
-            continue
-        if ch == "[":
-            text, i = _char_class(pattern, i)
-            out.append(text)
-            continue
-        m = _INLINE_FLAGS.match(pattern, i)
-        if m and "U" in m.group(1):
-            raise ValueError(f"pattern {pattern!r}: RE2's ungreedy flag (?U) has no Python equivalent")
-        if m and depth == 0 and i > 0:
-            flags += "".join(f for f in m.group(1) if f not in flags)
-            i = m.end()
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        out.append(ch)
-        i += 1
-    translated = (f"(?{flags})" if flags else "") + "".join(out)
-    try:
-        re.compile(translated)
-    except re.error as exc:
-        raise ValueError(f"pattern {pattern!r} (as {translated!r}) does not compile in Python: {exc}") from exc
-    return translated
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """Draft 4 ``pattern`` with RE2 semantics (jsonschema's own uses Python ``re``)."""
+    if validator.is_type(instance, "string") and not _re2_search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-# ---------------------------------------------------------------------------------------------
-# OpenAPI v3 (structural, Kubernetes) -> JSON Schema
-# ---------------------------------------------------------------------------------------------
-
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+_RE2_FORMATS = jsonschema.FormatChecker(formats=())
 
 
-def openapi_to_jsonschema(schema: dict[str, Any], *, root: bool = True, branch: bool = False) -> dict[str, Any]:
-    """A CRD version's ``openAPIV3Schema`` as a Draft 4 JSON Schema with the API server's meaning.
-
-    Kubernetes' extensions (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/
-    custom-resource-definitions/#specifying-a-structural-schema and the sections after it):
-
-    - unknown fields: the API server prunes fields a structural schema does not name, and
-      rejects them under strict field validation (kubectl's default since 1.25,
-      https://kubernetes.io/docs/reference/using-api/api-concepts/#field-validation). So an object
-      schema (``type: object`` or ``properties``) becomes closed (``additionalProperties: false``)
-      unless it has ``x-kubernetes-preserve-unknown-fields: true`` or its own
-      ``additionalProperties`` (a map). A bare ``type: object`` thus accepts only ``{}``, as the
-      API server keeps nothing of it. Branches of allOf/anyOf/oneOf/not stay open: structural
-      schemas name every field at the level above them too;
-    - ``x-kubernetes-int-or-string: true``: integer or string (these schemas carry no ``type``);
-    - ``x-kubernetes-embedded-resource: true``: an object with apiVersion, kind and metadata
-      (those three are allowed even when not listed);
-    - ``nullable: true``: ``null`` is accepted too;
-    - the root's ``metadata`` (only ``type: object`` in CRDs) is left open here: the caller checks
-      it against ObjectMeta;
-    - ``pattern``: RE2 translated to Python (:func:`re2_to_python`);
-    - ``x-kubernetes-validations`` (CEL), list types and map types are not evaluated (dropped).
-    """
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key.startswith("x-kubernetes-") or key in ("nullable", "description", "default", "example"):
-            continue
-        if key == "properties":
-            out[key] = {name: openapi_to_jsonschema(sub, root=False) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties") and isinstance(value, dict):
-            out[key] = openapi_to_jsonschema(value, root=False)
-        elif key in _SUBSCHEMA_LISTS or key == "not":
-            subs = value if isinstance(value, list) else [value]
-            conv = [openapi_to_jsonschema(s, root=False, branch=True) for s in subs]
-            out[key] = conv if isinstance(value, list) else conv[0]
-        elif key == "pattern":
-            out[key] = re2_to_python(value)
-        else:
-            out[key] = copy.deepcopy(value)
-
-    if schema.get("x-kubernetes-int-or-string"):
-        out["type"] = ["integer", "string"]
-        if out.get("anyOf") == [{"type": "integer"}, {"type": "string"}]:
-            del out["anyOf"]  # controller-gen's spelling of the same: one error message, not two
-    if schema.get("x-kubernetes-embedded-resource"):
-        props = out.setdefault("properties", {})
-        props.setdefault("apiVersion", {"type": "string"})
-        props.setdefault("kind", {"type": "string"})
-        props.setdefault("metadata", {"type": "object"})
-    if schema.get("nullable") and "type" in out:
-        types = out["type"] if isinstance(out["type"], list) else [out["type"]]
-        out["type"] = [*types, "null"] if "null" not in types else types
-    if root:
-        out.setdefault("properties", {})["metadata"] = {"type": "object"}
-    if (
-        not branch
-        and (out.get("type") == "object" or "properties" in out)
-        and "additionalProperties" not in out
-        and not schema.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        out["additionalProperties"] = False
-    return out
+@_RE2_FORMATS.checks("regex", raises=Exception)
+def _is_re2(text: object) -> bool:
+    """``format: regex`` (the metaschema's check of every ``pattern``): a valid RE2 expression."""
+    return not isinstance(text, str) or _compile_re2(text) is not None
 
 
-# ---------------------------------------------------------------------------------------------
-# Schemas: the CRD files and kubernetes-validate
-# ---------------------------------------------------------------------------------------------
+#: Draft 4 with RE2 patterns: what the API server accepts for a CRD's ``pattern``
+CrdValidator = jsonschema.validators.extend(
+    jsonschema.Draft4Validator, validators={"pattern": _pattern}, format_checker=_RE2_FORMATS
+)
 
 
 def crd_dir(explicit: str | Path | None = None) -> Path:
-    """The CRD reference folder: explicit, else $GPUCLUSTER_K8S_CRDS, else ../shared/reference/k8s-crds."""
+    """The CRD schema catalog: explicit, else $GPUCLUSTER_K8S_CRDS, else the repository's tools/k8s/crd_schemas."""
     if explicit:
         return Path(explicit)
     if os.environ.get(CRD_DIR_ENV):
         return Path(os.environ[CRD_DIR_ENV])
-    return ROOT.parent / "shared" / "reference" / "k8s-crds"
+    return CATALOG
 
 
 @dataclass(frozen=True)
 class CrdVersion:
-    """One served version of a CRD file: its converted schema and where it came from."""
+    """One served version of a CRD: its schema and where it came from."""
 
     group: str
     version: str
     kind: str
-    source: str  # the CRD file, relative to the reference folder
+    source: str  # the upstream file and release (catalog.json)
     schema: dict[str, Any]
 
 
 @cache
 def load_crds(directory: Path) -> dict[tuple[str, str, str], CrdVersion]:
-    """(group, version, kind) -> CrdVersion for every CRD version in directory/**.yaml."""
-    if not directory.is_dir():
+    """(group, version, kind) -> CrdVersion for every version catalog.json lists in directory."""
+    index_file = directory / "catalog.json"
+    if not index_file.is_file():
         raise FileNotFoundError(
-            f"CRD reference folder {directory} not found (set {CRD_DIR_ENV} or pass --crds; "
-            "it holds the upstream CRD files, see its README.md)"
+            f"CRD schema catalog {index_file} not found (pass --crds or set {CRD_DIR_ENV} to a folder "
+            "written by tools/k8s/extract_crd_schemas.py; the repository's is tools/k8s/crd_schemas)"
         )
     index: dict[tuple[str, str, str], CrdVersion] = {}
-    for path in sorted(directory.rglob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for ver in spec["versions"]:
-                if not ver.get("served", True):
-                    continue
-                key = (spec["group"], ver["name"], spec["names"]["kind"])
-                schema = openapi_to_jsonschema(ver["schema"]["openAPIV3Schema"])
-                jsonschema.Draft4Validator.check_schema(schema)
-                index[key] = CrdVersion(*key, source=str(path.relative_to(directory)), schema=schema)
+    for crd in json.loads(index_file.read_text())["crds"]:
+        upstream = crd["upstream"]
+        source = f"{upstream['repository'].rsplit('/', 1)[-1]} {upstream['tag']} {upstream['path'].rsplit('/', 1)[-1]}"
+        for ver in crd["versions"]:
+            schema = json.loads((directory / ver["schema"]).read_text())
+            CrdValidator.check_schema(schema, format_checker=_RE2_FORMATS)
+            key = (crd["group"], ver["version"], crd["kind"])
+            index[key] = CrdVersion(*key, source=source, schema=schema)
     return index
 
 
@@ -469,7 +329,7 @@ def _metadata_problems(obj: dict[str, Any], group: str, kind: str, k8s_version: 
 
 
 class ManifestValidator:
-    """Validates Kubernetes objects: CRDs from a reference folder, built-in kinds from kubernetes-validate."""
+    """Validates Kubernetes objects: CRDs from the schema catalog, built-in kinds from kubernetes-validate."""
 
     def __init__(self, crds: str | Path | None = None, kubernetes_version: str | None = None) -> None:
         self.crd_dir = crd_dir(crds)
@@ -492,7 +352,7 @@ class ManifestValidator:
         crd = self.crds.get((group, version, kind))
         if crd is not None:
             result.schema = f"CRD {crd.source} {version}"
-            validator = jsonschema.Draft4Validator(crd.schema)
+            validator = CrdValidator(crd.schema)
             result.problems += _errors(validator, obj)
         elif is_builtin_group(group) and (schema := core_schema(group, version, kind, self.kubernetes_version)):
             result.schema = f"Kubernetes {self.kubernetes_version} (kubernetes-validate, strict)"
@@ -579,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inventory", type=Path, help="validate build/plan/<cluster name>/kubernetes of it")
     parser.add_argument("--plan-root", type=Path, default=Path("build/plan"), help="with --inventory (build/plan)")
     parser.add_argument("--plan", type=Path, help="a plan.json: validate its kubernetes.manifests")
-    parser.add_argument("--crds", help=f"CRD reference folder (${CRD_DIR_ENV}; default ../shared/reference/k8s-crds)")
+    parser.add_argument("--crds", help=f"CRD schema catalog (${CRD_DIR_ENV}; default tools/k8s/crd_schemas)")
     parser.add_argument("--kubernetes-version", help=f"built-in kinds' release (${VERSION_ENV}; {KUBERNETES_VERSION})")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the invalid objects")
     args = parser.parse_args(argv)

@@ -48,5 +48,8 @@ def test_every_rule_group_is_loaded_and_unit_tested(hosts: dict[str, Any], plan:
     groups = yaml.safe_load(plan["monitoring"]["rules_yaml"])["groups"]
     planned = {g["name"]: len(g["rules"]) for g in groups}
     assert loaded == planned
-    result = head.run("promtool test rules /etc/prometheus/rules/gpucluster.rules.test.yml")
+    tests = plan["monitoring"]["rule_test_file"]
+    assert not tests.startswith("/etc/prometheus/rules/")  # never in the folder Prometheus reads rules from
+    result = head.run(f"promtool test rules {tests}")
     assert result.rc == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    assert not head.file("/etc/prometheus/rules/gpucluster.rules.test.yml").exists

@@ -28,6 +28,13 @@ point fires exactly at its value and stays quiet one step to the safe side; a li
 quiet exactly at its value and fires one step beyond. Alerts with ``for:`` are also shown
 pending (not firing) one evaluation before the duration has passed.
 
+Annotations. Every alert carries ``summary`` (what fired, with its value), ``description`` (what it
+means and the first thing to do, :data:`ALERT_HELP`), ``runbook_url`` (its section in
+docs/runbook.md, "Alerts": :data:`RUNBOOK`, relative to the collection's root: the project has no
+public documentation host) and ``dashboard`` (the Grafana dashboard that shows it, on the head's
+management address, narrowed to the alert's host when it has one). The promtool tests expect all
+four, rendered.
+
 Metric names (docs/monitoring.md): dcgm-exporter on :9400 (docs/sources.md §5.4; the ECC DBE and
 NVLink counters are commented out in its default counters file and must be enabled),
 node-exporter on :9100 with its infiniband collector, and for DLC sites the site's BMC/CDU
@@ -44,7 +51,16 @@ from typing import Any
 NODE_EXPORTER_PORT = 9100
 DCGM_EXPORTER_PORT = 9400
 IB_ACTIVE = 4  # node_infiniband_state_id: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER
-RULE_FILE = "gpucluster.rules.yml"  # the test file sits next to it and names it relatively
+RULE_FILE = "gpucluster.rules.yml"
+#: where the head keeps the rules and their promtool tests: the tests outside Prometheus's rule folder,
+#: naming the rule file relative to their own folder (promtool resolves rule_files from there)
+RULE_PATH = f"/etc/prometheus/rules/{RULE_FILE}"
+RULE_TEST_PATH = "/etc/prometheus/tests/gpucluster.rules.test.yml"
+RULE_FILE_FROM_TESTS = f"../rules/{RULE_FILE}"
+#: Grafana's default HTTP port (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port)
+GRAFANA_PORT = 3000
+#: the runbook, relative to the collection's root (docs ship in the collection); one section per alert
+RUNBOOK = "docs/runbook.md"
 TEST_INTERVAL_MIN = 1  # promtool tests step one minute; every ``for`` is whole minutes
 NVLINK_WINDOW = "10m"
 
@@ -61,6 +77,94 @@ _PIN = {
     ">": lambda t, s: (t + s, t),
     "<": lambda t, s: (t - s, t),
 }
+
+
+def dashboard_uid(key: str) -> str:
+    """The uid of a dashboard (dashboards.py names them so; alerts link to them by it)."""
+    return f"gpucluster-{key}"
+
+
+#: per alert: what it means and the first thing to do, and the dashboard (key) that shows it.
+#: Its runbook section is docs/runbook.md "### <alert>" (a unit test checks each anchor exists).
+ALERT_HELP: dict[str, tuple[str, str]] = {
+    "GpuTemperatureWarning": (
+        "The GPU runs hot but still within its operating range: check the node's coolant or airflow "
+        "before it reaches the critical temperature.",
+        "gpu",
+    ),
+    "GpuTemperatureCritical": (
+        "At the GPU's maximum operating temperature it throttles and may shut down: drain the node and "
+        "check its cooling.",
+        "gpu",
+    ),
+    "GpuPowerAboveCap": (
+        "The GPU draws more than the power limit the plan sets: the clocks unit did not apply it; "
+        "restart it under a drain.",
+        "gpu",
+    ),
+    "GpuXidError": (
+        "The driver reported an XID error: read dmesg and nvidia-smi -q on the node, drain it for the "
+        "XIDs that need a reset.",
+        "gpu",
+    ),
+    "GpuDoubleBitEcc": (
+        "Uncorrectable memory errors: results on this GPU cannot be trusted; drain the node and reset the GPU.",
+        "gpu",
+    ),
+    "GpuNvlinkErrors": (
+        "NVLink CRC errors are rising: a degraded link slows collectives; drain the node and run dcgmi diag -r 2.",
+        "fabric",
+    ),
+    "NodeDown": (
+        "Prometheus cannot scrape node-exporter: the host is down or unreachable on the management "
+        "network; no alert of this host can fire.",
+        "gpu",
+    ),
+    "GpuExporterDown": (
+        "dcgm-exporter does not answer: no GPU alert fires for this node until it does.",
+        "gpu",
+    ),
+    "InfinibandPortDown": (
+        "A planned HCA port is not ACTIVE: jobs on this node lose that rail; check the cable and the "
+        "subnet manager (ibstat).",
+        "fabric",
+    ),
+    "InfinibandPortDegraded": (
+        "A planned HCA port runs below the planned link rate: reseat or replace the cable.",
+        "fabric",
+    ),
+    "CoolantSupplyWarning": (
+        "The coolant supply is warmer than planned: check the CDU and the facility water.",
+        "cooling",
+    ),
+    "CoolantSupplyHigh": (
+        "The coolant supply is above the ASHRAE class maximum: GPUs will throttle; act on the CDU now.",
+        "cooling",
+    ),
+    "CoolantReturnWarning": ("The coolant return is warmer than planned: load or flow is off plan.", "cooling"),
+    "CoolantReturnHigh": (
+        "The coolant return is above its maximum: the loop cannot carry the heat; reduce load or fix flow.",
+        "cooling",
+    ),
+    "CoolantFlowLow": ("The loop's flow is low: check pumps, valves and filters.", "cooling"),
+    "CoolantFlowCritical": (
+        "The loop's flow is critically low: the GPUs will overheat; drain the rack's nodes.",
+        "cooling",
+    ),
+    "CoolantDeltaTHigh": (
+        "The rise from supply to return is above the design: too little flow for the heat load.",
+        "cooling",
+    ),
+    "CoolantTelemetryAbsent": (
+        "No coolant series at all: the site's CDU exporter is not scraped, so no coolant alert can fire.",
+        "cooling",
+    ),
+}
+
+
+def runbook_anchor(alert: str) -> str:
+    """The anchor of an alert's runbook section (a "### <alert>" heading, GitHub's slug: lower case)."""
+    return alert.lower()
 
 
 def _num(x: float) -> str:
@@ -98,9 +202,25 @@ def _minutes(duration: str) -> int:
 class _Rules:
     """Collects alert rules (by group) and, per alert, its firing and quiet test cases."""
 
-    def __init__(self) -> None:
+    def __init__(self, grafana_url: str) -> None:
         self.groups: list[dict[str, Any]] = []
         self.alerts: list[dict[str, Any]] = []
+        self.grafana_url = grafana_url
+
+    def annotations(self, name: str, summary: str, labels: set[str]) -> dict[str, str]:
+        """The alert's annotations in mini format (:func:`_go_template` / :func:`_render` read them)."""
+        if name not in ALERT_HELP:
+            raise ValueError(f"alert {name} has no ALERT_HELP entry (description, dashboard)")
+        description, board = ALERT_HELP[name]
+        dashboard = f"{self.grafana_url}/d/{dashboard_uid(board)}"
+        if "host" in labels:
+            dashboard += "?var-host={host}"
+        return {
+            "summary": summary,
+            "description": description,
+            "runbook_url": f"{RUNBOOK}#{runbook_anchor(name)}",
+            "dashboard": dashboard,
+        }
 
     def add(
         self,
@@ -118,8 +238,11 @@ class _Rules:
             "expr": expr,
             "for": for_,
             "labels": {"severity": severity},
-            "annotations": {"summary": _go_template(summary)},
+            "annotations": {},
         }
+        labels = set().union(*(c["labels"] for c in cases))
+        annotations = self.annotations(name, summary, labels)
+        rule["annotations"] = {k: _go_template(v) for k, v in annotations.items()}
         for g in self.groups:
             if g["name"] == group:
                 g["rules"].append(rule)
@@ -132,6 +255,7 @@ class _Rules:
                 "for": for_,
                 "severity": severity,
                 "summary": summary,
+                "annotations": annotations,
                 "cases": cases,
                 "threshold": threshold,
             }
@@ -383,7 +507,8 @@ def alert_rules(plan: dict[str, Any]) -> dict[str, Any]:
     hosts = plan["hosts"]
     compute = next((h for h, v in hosts.items() if "compute" in v["roles"]), plan["cluster"]["head"])
     addr = hosts[compute]["addresses"]["management"]
-    r = _Rules()
+    grafana = f"http://{hosts[plan['cluster']['head']]['addresses']['management']}:{GRAFANA_PORT}"
+    r = _Rules(grafana)
     gpu = {"job": "dcgm", "instance": f"{addr}:{DCGM_EXPORTER_PORT}", "host": compute, "role": "compute", "gpu": "0"}
     _gpu_rules(r, plan, gpu)
     node = {"instance": f"{addr}:{NODE_EXPORTER_PORT}", "host": compute, "role": "compute"}
@@ -413,7 +538,7 @@ def _input_series(series: list[tuple[str, dict[str, str], str]]) -> list[dict[st
     return out
 
 
-def rule_tests(alerts: list[dict[str, Any]], rule_file: str = RULE_FILE) -> dict[str, Any]:
+def rule_tests(alerts: list[dict[str, Any]], rule_file: str = RULE_FILE_FROM_TESTS) -> dict[str, Any]:
     """promtool unit tests: per alert one firing and one quiet case (see the module doc)."""
     tests = []
     for a in alerts:
@@ -430,7 +555,9 @@ def rule_tests(alerts: list[dict[str, Any]], rule_file: str = RULE_FILE) -> dict
                     )
                 firing = {
                     "exp_labels": {**case["labels"], "severity": a["severity"]},
-                    "exp_annotations": {"summary": _render(a["summary"], case["labels"], case["value"])},
+                    "exp_annotations": {
+                        k: _render(v, case["labels"], case["value"]) for k, v in a["annotations"].items()
+                    },
                 }
                 checks.append({"eval_time": f"{start + hold}m", "alertname": a["alert"], "exp_alerts": [firing]})
             else:

@@ -1,9 +1,14 @@
 """Grafana dashboards as code, from the plan, with the provisioning files that load them.
 
-The dashboards are built with grafanalib (https://github.com/weaveworks/grafanalib, pure
-Python, one dependency, attrs). grafana-foundation-sdk, Grafana Labs' generated SDK, was the other
-candidate; its releases are pinned to one Grafana schema version each and it is not on the
-project's package mirror, while grafanalib's TimeSeries/Text panels are all these dashboards use.
+The plan carries each dashboard's data, not its JSON: title, uid, tags and per panel its title,
+unit, queries, threshold steps and description (:func:`grafana_plan`). :func:`dashboard_model`
+turns that into Grafana's dashboard JSON model on the way to the host (the filter
+``gpucluster.tiers.grafana_dashboard`` in the head role's templates), as plain dicts at
+:data:`SCHEMA_VERSION`, the schema version of current Grafana (12.x). No dashboard library is
+needed on the controller. grafana-foundation-sdk, Grafana Labs' generated SDK (on PyPI as
+``grafana-foundation-sdk``), is a test dependency only: the unit tests read every dashboard with
+its typed dashboard model and check that nothing is lost or changed
+(tests/unit/plugins/plugin_utils/monitoring/test_dashboards.py).
 
 What the dashboards show and where each metric comes from (:data:`METRIC_SOURCES`):
 
@@ -32,20 +37,9 @@ its labels, and a ``host`` variable (``$host``) to narrow them. Every query read
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
-
-try:
-    from grafanalib import core as grafana
-    from grafanalib._gen import DashboardEncoder
-except ImportError as exc:  # declared in pyproject.toml and execution-environment.yml
-    grafana = None
-    DashboardEncoder = None
-    GRAFANALIB_IMPORT_ERROR: ImportError | None = exc
-else:
-    GRAFANALIB_IMPORT_ERROR = None
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
@@ -54,6 +48,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts
     NVLINK_WINDOW,
     RETURN,
     SUPPLY,
+    dashboard_uid,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import GRAFANA_PORT
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.slurm_queue import exporter_metrics
@@ -90,12 +85,11 @@ NODE_EXPORTER_METRICS = {
 PROMETHEUS_METRICS = {"up": "Prometheus, per scrape target"}
 
 
-def _require_grafanalib() -> None:
-    if grafana is None:
-        raise RuntimeError(
-            "the Grafana dashboards need the Python package grafanalib on the controller "
-            f"(pyproject.toml, execution-environment.yml): {GRAFANALIB_IMPORT_ERROR}"
-        )
+#: The classic dashboard JSON model's schema version, as Grafana 12 writes it (docs/sources.md [GF1]);
+#: Grafana migrates an older model on load, never a newer one
+SCHEMA_VERSION = 41
+#: the panel grid is 24 columns wide (docs/sources.md [GF1]): two panels a row, 8 grid rows high
+PANEL_WIDTH, PANEL_HEIGHT = 12, 8
 
 
 @dataclass(frozen=True)
@@ -447,26 +441,81 @@ def dashboard_panels(plan: dict[str, Any]) -> dict[str, list[Panel]]:
     return panels
 
 
-def _grafana_panel(panel: Panel, index: int, datasource: dict[str, str]) -> Any:
-    width, height = 12, 8
-    pos = grafana.GridPos(h=height, w=width, x=(index % 2) * width, y=(index // 2) * height)
-    if panel.text:
-        return grafana.Text(title=panel.title, content=panel.text, mode="markdown", gridPos=pos)
-    targets = [
-        grafana.Target(expr=q.expr, legendFormat=q.legend, refId=chr(ord("A") + i), datasource=datasource)
-        for i, q in enumerate(panel.queries)
-    ]
-    steps = [{"color": s.color, "value": s.value} for s in panel.steps] or [{"color": "green", "value": None}]
-    return grafana.TimeSeries(
-        title=panel.title,
-        description=panel.description,
-        dataSource=datasource,
-        targets=targets,
-        gridPos=pos,
-        unit=panel.unit,
-        thresholds=steps,
-        thresholdsStyleMode="line" if panel.steps else "off",
-    )
+def _datasource() -> dict[str, str]:
+    return {"type": "prometheus", "uid": DATASOURCE_UID}
+
+
+def _panel_model(panel: dict[str, Any], index: int) -> dict[str, Any]:
+    """One panel of the plan (:class:`Panel` as a dict) as Grafana's panel JSON: text or timeseries."""
+    pos = {
+        "h": PANEL_HEIGHT,
+        "w": PANEL_WIDTH,
+        "x": (index % 2) * PANEL_WIDTH,
+        "y": (index // 2) * PANEL_HEIGHT,
+    }
+    head = {"id": index + 1, "title": panel["title"], "gridPos": pos, "description": panel.get("description", "")}
+    if panel.get("text"):
+        return {**head, "type": "text", "options": {"mode": "markdown", "content": panel["text"]}}
+    steps = [{"color": s["color"], "value": s["value"]} for s in panel["steps"]] or [{"color": "green", "value": None}]
+    return {
+        **head,
+        "type": "timeseries",
+        "datasource": _datasource(),
+        "targets": [
+            {"refId": chr(ord("A") + i), "datasource": _datasource(), "expr": q["expr"], "legendFormat": q["legend"]}
+            for i, q in enumerate(panel["queries"])
+        ],
+        "fieldConfig": {
+            "defaults": {
+                "unit": panel["unit"],
+                "thresholds": {"mode": "absolute", "steps": steps},
+                "custom": {"thresholdsStyle": {"mode": "line" if panel["steps"] else "off"}},
+            },
+            "overrides": [],
+        },
+        "options": {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []},
+            "tooltip": {"mode": "multi", "sort": "none"},
+        },
+    }
+
+
+def dashboard_model(board: dict[str, Any]) -> dict[str, Any]:
+    """A dashboard of the plan (``plan.monitoring.grafana.dashboards.<key>``) as Grafana's JSON model.
+
+    Plain dicts at :data:`SCHEMA_VERSION`; the filter ``gpucluster.tiers.grafana_dashboard`` writes
+    it as JSON. Everything in it comes from the board's data: rendering adds no number of its own
+    beyond the layout.
+    """
+    host = {
+        "type": "query",
+        "name": "host",
+        "label": "host",
+        "datasource": _datasource(),
+        "query": {"qryType": 1, "query": 'label_values(up{job="node"}, host)', "refId": "host"},
+        "includeAll": True,
+        "multi": True,
+        "allValue": VARIABLES["host"],
+        "current": {"text": ["All"], "value": ["$__all"]},
+        "refresh": 2,  # on time range change: new hosts appear without editing the dashboard
+        "sort": 1,
+    }
+    return {
+        "uid": board["uid"],
+        "title": board["title"],
+        "tags": list(board["tags"]),
+        "editable": False,
+        "timezone": "utc",
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "graphTooltip": 1,  # shared crosshair: one time across a host's panels
+        "annotations": {"list": []},
+        "links": [],
+        "templating": {"list": [host]},
+        "panels": [_panel_model(p, i) for i, p in enumerate(board["panels"])],
+    }
 
 
 def _title(plan: dict[str, Any], key: str) -> str:
@@ -476,37 +525,18 @@ def _title(plan: dict[str, Any], key: str) -> str:
     return TITLES[key]
 
 
-def dashboard_json(plan: dict[str, Any], key: str, panels: list[Panel]) -> dict[str, Any]:
-    """One dashboard as Grafana's JSON model (a plain dict)."""
-    _require_grafanalib()
-    datasource = {"type": "prometheus", "uid": DATASOURCE_UID}
-    host = grafana.Template(
-        name="host",
-        label="host",
-        query='label_values(up{job="node"}, host)',
-        dataSource=datasource,
-        includeAll=True,
-        multi=True,
-        allValue=VARIABLES["host"],
-        default="$__all",
-        refresh=2,  # on time range change: new hosts appear without editing the dashboard
-    )
-    board = grafana.Dashboard(
-        title=f"{plan['cluster']['name']}: {_title(plan, key)}",
-        uid=f"gpucluster-{key}",
-        tags=["gpucluster", plan["cluster"]["tier"]],
-        editable=False,
-        timezone="utc",
-        refresh="30s",
-        templating=grafana.Templating(list=[host]),
-        panels=[_grafana_panel(p, i, datasource) for i, p in enumerate(panels)],
-    ).auto_panel_ids()
-    return json.loads(json.dumps(board.to_json_data(), cls=DashboardEncoder))
+def panel_queries(board: dict[str, Any]) -> list[str]:
+    """Every query of a dashboard's panels, as written (with ``$host``): of the plan's data or of the JSON model."""
+    return [q.get("expr", "") for p in board["panels"] for q in p.get("queries", p.get("targets", [])) if q.get("expr")]
 
 
-def panel_queries(dashboard: dict[str, Any]) -> list[str]:
-    """Every query of a dashboard's panels, as written (with ``$host``)."""
-    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if t.get("expr")]
+def _panel_data(panel: Panel) -> dict[str, Any]:
+    """A panel as the plan stores it: its fields, without the empty ones of the other panel kind."""
+    data = asdict(panel)
+    if panel.text:
+        return {"title": panel.title, "text": panel.text, "description": panel.description}
+    del data["text"]
+    return data
 
 
 def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
@@ -547,16 +577,18 @@ def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
             }
         ],
     }
-    boards = {}
-    for key, panels in dashboard_panels(plan).items():
-        board = dashboard_json(plan, key, panels)
-        boards[key] = {
-            "uid": board["uid"],
-            "title": board["title"],
+    # the dashboards' data (queries, thresholds, texts); the head role's templates render the JSON
+    # (filter grafana_dashboard -> dashboard_model): the plan stores no rendered dashboard
+    boards = {
+        key: {
+            "uid": dashboard_uid(key),
+            "title": f"{plan['cluster']['name']}: {_title(plan, key)}",
+            "tags": ["gpucluster", plan["cluster"]["tier"]],
             "file": f"{DASHBOARD_DIR}/{key}.json",
-            "queries": panel_queries(board),
-            "json": json.dumps(board, indent=2, sort_keys=True) + "\n",
+            "panels": [_panel_data(p) for p in panels],
         }
+        for key, panels in dashboard_panels(plan).items()
+    }
 
     def dump(data: dict[str, Any]) -> str:
         return yaml.safe_dump(data, sort_keys=False, width=1000)

@@ -13,15 +13,16 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
     DCGM_EXPORTER_PORT,
+    GRAFANA_PORT,  # noqa: F401 (re-exported: plan/firewall.py and dashboards.py read it here)
     NODE_EXPORTER_PORT,
+    RULE_PATH,
+    RULE_TEST_PATH,
     alert_rules,
     rule_tests,
 )
 
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
-#: Grafana's default HTTP port (https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#http_port)
-GRAFANA_PORT = 3000
 # Slurm's defaults, written out in slurm.conf/slurmdbd.conf (roles/slurm/templates):
 # https://slurm.schedmd.com/slurm.conf.html#OPT_SlurmctldPort, #OPT_SlurmdPort;
 # https://slurm.schedmd.com/slurmdbd.conf.html#OPT_DbdPort
@@ -92,5 +93,8 @@ def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
         "inhibit": [{"source": s, "target": t, "equal": eq} for s, t, eq in INHIBIT if s in names and t in names],
         "coolant_metrics": list(COOLANT_METRICS) if plan["cooling"]["cooling"] == "dlc" else [],
         "rules_yaml": dump({"groups": rules["groups"]}),
+        "rule_file": RULE_PATH,
+        # promtool's tests of the rules: outside Prometheus's rule folder (never loaded as rules)
+        "rule_test_file": RULE_TEST_PATH,
         "rule_tests_yaml": dump(rule_tests(rules["alerts"])),
     }

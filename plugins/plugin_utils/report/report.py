@@ -95,9 +95,39 @@ def _tier_section(plan: dict[str, Any]) -> dict[str, Any]:
                 "tier profile: reference range",
             ],
             _scheduler_row(c["scheduler"], tier["scheduler"]),
-            ["training fit", tier["training_fit"], "tier profile (the Parallelism section checks this site's model)"],
+            _training_fit_row(plan),
         ],
     )
+
+
+def largest_full_fine_tune_b(par: dict[str, Any]) -> float:
+    """The largest model (billions of parameters) whose full fine-tuning state fits this cluster's GPUs.
+
+    Its model state spread over every GPU (TP x PP x DP sharding, or ZeRO-3) at the planned bytes per
+    parameter, within the per-GPU memory budget the Parallelism section uses (docs/tiers.md, "training
+    fit": the ZeRO paper's memory formula). It is the ceiling the Parallelism section's "fits" is
+    checked against, so the two never disagree."""
+    return par["total_gpus"] * par["gpu_memory_budget_gb"] / par["bytes_per_param"]
+
+
+def _training_fit_row(plan: dict[str, Any]) -> list[Any]:
+    """The tier table's fit line, computed from this cluster's plan (not the reference articles' claim)."""
+    par = plan["parallelism"]
+    ceiling = largest_full_fine_tune_b(par)
+    value = (
+        f"full fine-tune up to ~{_fmt(round(ceiling))}B parameters ({par['total_gpus']} GPUs x "
+        f"{_fmt(par['gpu_memory_budget_gb'])} GB / {_fmt(par['bytes_per_param'])} bytes)"
+    )
+    model = par.get("model_params_b")
+    if model is not None:
+        value += f"; this site's {_fmt(model)}B model " + ("fits" if par["fits"] else "does not fit")
+        if not par["fits"] and model <= ceiling:
+            value += " with the parallelism the inventory pins"
+    how = (
+        "the cluster's GPUs x the per-GPU memory budget / bytes of model state per parameter "
+        "(Parallelism section); QLoRA and offloading are outside this plan"
+    )
+    return ["training fit", value, how]
 
 
 #: what each scheduler path runs, as the report names it (gpucluster_cluster.scheduler)

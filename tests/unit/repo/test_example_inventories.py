@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 import pytest
-from conftest import ROOT, cluster_plan, load_inventory
+from conftest import ROOT, cluster_plan, collection_filters, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 
@@ -34,6 +34,7 @@ def _env(role: str) -> jinja2.Environment:
     filters = {k: v for k, v in FilterModule().filters().items() if k not in ("default", "d")}
     env.filters.update(filters)
     env.filters.update({f"ansible.builtin.{name}": f for name, f in filters.items()})
+    env.filters.update(collection_filters())
     return env
 
 

@@ -162,3 +162,16 @@ def test_a_loaded_plan_renders_the_same_files(tmp_path: Path) -> None:
     }
     assert first.keys() == second.keys() and len(first) > 100
     assert [str(k) for k in first if first[k].read_bytes() != second[k].read_bytes()] == []
+
+
+def test_an_inventory_without_hosts_names_the_path_and_the_tiers(tmp_path: Path) -> None:
+    """A hosts.yml that yields no hosts stops the plan naming the inventory given and the known tiers,
+    not later on an undefined gpucluster_cluster."""
+    inv = tmp_path / "empty"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all: {}\n")
+    run = _run("-i", str(inv), "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}")
+    assert run.returncode != 0
+    assert f"inventory {inv} yields no hosts" in run.stdout
+    assert "known tiers: tier1, tier2, tier3, tier4, tier4-k8s" in run.stdout
+    assert "gpucluster_cluster" not in run.stdout.split("yields no hosts")[-1]

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 from conftest import ROOT, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
@@ -408,3 +409,72 @@ def test_make_runner_slices_parses() -> None:
     assert "tools/ci/run_slices.py --inventory inventories/tier4 --dest build/runner/tier4 --playbook site" in out
     assert "--slices 2 --ident site-" in out and "--lab tier4" in out
     assert "ansible-runner run" not in out  # the script runs ansible-runner, once per slice
+
+
+def test_container_mode_paths_resolve_inside_the_container(tmp_path: Path) -> None:
+    """ansible-runner's container mode (an execution environment) mounts the private data dir at /runner
+    and works in /runner/project: the project is a copy whose links stay inside it, ANSIBLE_CONFIG is
+    the container's path, and the command ansible-runner builds finds the playbook and the config there."""
+    from ansible_runner.config.runner import RunnerConfig
+
+    runner_dir = _load("runner_dir")
+    pdd = runner_dir.prepare("inventories/tier1", tmp_path / "pdd", container=True)
+    project = pdd / "project"
+    assert project.is_dir() and not project.is_symlink()
+    assert (project / "ansible.cfg").is_file() and (project / "playbooks" / "plan.yml").is_file()
+    assert not {"tests", "molecule", ".venv", "build", ".git"} & {p.name for p in project.iterdir()}
+    # the collection resolves in place inside the copy (collections/ansible_collections/gpucluster/tiers -> ../../..)
+    in_place = project / "collections" / "ansible_collections" / "gpucluster" / "tiers"
+    assert in_place.is_symlink() and in_place.resolve() == project.resolve()
+    for link in (p for p in project.rglob("*") if p.is_symlink()):
+        assert not os.path.isabs(os.readlink(link)), link
+    envvars = yaml.safe_load((pdd / "env" / "envvars").read_text())
+    assert envvars["ANSIBLE_CONFIG"] == "/runner/project/ansible.cfg"
+    assert str(ROOT) not in (pdd / "env" / "envvars").read_text()
+
+    config = RunnerConfig(
+        private_data_dir=str(pdd),
+        playbook="playbooks/plan.yml",
+        ident="ee",
+        process_isolation=True,
+        process_isolation_executable="podman",
+        container_image="gpucluster-tiers-ee:0.1.0",
+    )
+    config.prepare()  # builds the podman command; starts nothing
+    command = config.command
+    assert command[:2] == ["podman", "run"]
+    mount = command[command.index("-v") + 1]
+    host, inside = mount.split(":")[:2]
+    assert Path(host) == pdd and inside.rstrip("/") == runner_dir.CONTAINER_MOUNT
+    workdir = command[command.index("--workdir") + 1]
+    assert workdir == runner_dir.CONTAINER_PROJECT
+
+    def on_host(path: str) -> Path:
+        """A path inside the container as the host sees it through the mount."""
+        assert path.startswith(runner_dir.CONTAINER_MOUNT + "/"), path
+        return pdd / path[len(runner_dir.CONTAINER_MOUNT) + 1 :]
+
+    assert on_host(config.env["ANSIBLE_CONFIG"]).is_file()
+    assert (on_host(workdir) / command[-1]).is_file()  # the playbook, relative to the working directory
+    assert on_host(command[command.index("-i") + 1]).joinpath("hosts.yml").is_file()
+    # no Ansible setting of the run points back to the host's repository
+    assert not [k for k, v in config.env.items() if k.startswith("ANSIBLE_") and str(ROOT) in str(v)]
+
+
+def test_container_mode_refuses_the_lab(tmp_path: Path) -> None:
+    runner_dir = _load("runner_dir")
+    with pytest.raises(SystemExit, match="--lab and --container do not mix"):
+        runner_dir.prepare("inventories/tier1", tmp_path / "pdd", lab="tier1", container=True)
+
+
+def test_make_runner_with_an_image_runs_in_container_mode() -> None:
+    run = subprocess.run(
+        ["make", "-n", "-f", "Makefile", "-f", "mk/ci.mk", "runner", "TIER=tier1", "RUNNER_IMAGE=ee:1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--dest build/runner/tier1" in run.stdout and "--container" in run.stdout
+    assert "--container-image ee:1 --process-isolation --process-isolation-executable podman" in run.stdout

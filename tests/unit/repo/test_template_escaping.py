@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
-from conftest import ROOT, TIERS, cluster_plan, load_inventory
+from conftest import ROOT, TIERS, cluster_plan, collection_filters, load_inventory
 
 NAME = "Ai._lab_.x-1"  # cluster_name: letters, digits, '.', '_', '-' ('_' next to '.' is Markdown emphasis)
 DOMAIN = "ai-lab.example-1.org"
@@ -116,6 +116,7 @@ def _env(folder: Path) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update({k: v for k, v in FilterModule().filters().items() if k not in ("default", "d")})
+    env.filters.update(collection_filters())
     return env
 
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from conftest import TIERS, cluster_plan, load_inventory
 
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import grafana_dashboard
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards as dash
 
 PROMTOOL = shutil.which("promtool")
@@ -31,7 +32,8 @@ def _plan(tier: str) -> dict[str, Any]:
 
 
 def _boards(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k: json.loads(b["json"]) for k, b in plan["monitoring"]["grafana"]["dashboards"].items()}
+    """The dashboards as the head gets them: the plan's data through the filter the templates call."""
+    return {k: json.loads(grafana_dashboard(b)) for k, b in plan["monitoring"]["grafana"]["dashboards"].items()}
 
 
 def _promtool_check(exprs: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -163,10 +165,59 @@ def test_dashboards_do_not_grow_with_the_node_count() -> None:
         assert dash.panel_queries(grown) == dash.panel_queries(board), key
 
 
-def test_missing_grafanalib_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dash, "grafana", None)
-    with pytest.raises(RuntimeError, match="grafanalib"):
-        dash.dashboard_json(_plan("tier1"), "gpu", [])
+def _lost(model: Any, read: Any, path: str = "$") -> list[str]:
+    """Keys or values of model that read (the same JSON through a typed model) lost or changed."""
+    if isinstance(model, dict) and isinstance(read, dict):
+        return [f"{path}.{k}" for k in model if k not in read] + [
+            p for k in model if k in read for p in _lost(model[k], read[k], f"{path}.{k}")
+        ]
+    if isinstance(model, list) and isinstance(read, list) and len(model) == len(read):
+        return [p for i, (m, r) in enumerate(zip(model, read, strict=True)) for p in _lost(m, r, f"{path}[{i}]")]
+    return [] if model == read else [path]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_dashboards_are_current_grafana_json_read_by_the_foundation_sdk(tier: str) -> None:
+    """schemaVersion 41 (Grafana 12), and Grafana's own typed dashboard model (grafana-foundation-sdk)
+    reads every dashboard without losing or changing a key: no legacy or unknown field."""
+    sdk = pytest.importorskip("grafana_foundation_sdk")
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    assert sdk
+    register_default_plugins()  # the panel kinds (timeseries, text) and the prometheus query
+    for key, board in _boards(_plan(tier)).items():
+        assert board["schemaVersion"] == dash.SCHEMA_VERSION >= 41, key
+        assert {p["type"] for p in board["panels"]} <= {"timeseries", "text"}, key
+        read = json.loads(json.dumps(Dashboard.from_json(board), cls=JSONEncoder))
+        assert _lost(board, read) == [], key
+
+
+def test_the_plan_stores_the_dashboards_data_not_their_json() -> None:
+    """Issue 31: the plan carries panels' queries and thresholds; the JSON is rendered for the host only."""
+    plan = _plan("tier3")
+    grafana = plan["monitoring"]["grafana"]
+    for key, board in grafana["dashboards"].items():
+        assert set(board) == {"uid", "title", "tags", "file", "panels"}, key
+        for panel in board["panels"]:
+            assert set(panel) <= {"title", "queries", "unit", "steps", "description", "text"}, (key, panel)
+    size = len(json.dumps(grafana))
+    assert size < 0.15 * len(json.dumps(plan)), size
+    # the rendered JSON holds the plan's queries and thresholds, nothing else decides them
+    board = grafana["dashboards"]["gpu"]
+    assert dash.panel_queries(_boards(plan)["gpu"]) == dash.panel_queries(board)
+
+
+def test_a_template_renders_the_filter() -> None:
+    """The head role's dashboard templates call the filter on the plan's data (no stored JSON)."""
+    from conftest import ROOT
+
+    for key in dash.DASHBOARDS:
+        text = (ROOT / "roles" / "head" / "templates" / f"grafana-dashboard-{key}.json.j2").read_text()
+        assert text.strip() == (
+            f"{{{{ gpucluster_plan.monitoring.grafana.dashboards.{key} | gpucluster.tiers.grafana_dashboard }}}}"
+        )
 
 
 def test_slurm_queue_dashboard_reads_the_exporters_metrics() -> None:

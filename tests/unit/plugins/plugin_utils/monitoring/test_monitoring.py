@@ -29,7 +29,7 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (Debian package prometheus)")
 TEMPLATES = ROOT / "roles" / "head" / "templates"
 RULES_DEST = "/etc/prometheus/rules/gpucluster.rules.yml"
-TESTS_DEST = "/etc/prometheus/rules/gpucluster.rules.test.yml"
+TESTS_DEST = "/etc/prometheus/tests/gpucluster.rules.test.yml"
 COMPARISON = re.compile(r" (>=|<=|==|!=|>|<) (\S+)$")
 
 
@@ -59,15 +59,17 @@ def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _install_rules(plan: dict[str, Any], root: Path, rules_yaml: str | None = None) -> Path:
-    """Rules and tests rendered from the templates into <root>/etc/prometheus/rules; the test file."""
+    """Rules and tests rendered from the templates into <root>/etc/prometheus/{rules,tests}; the test file."""
     folder = root / Path(RULES_DEST).parent.relative_to("/")
     folder.mkdir(parents=True, exist_ok=True)
+    tests = root / Path(TESTS_DEST).parent.relative_to("/")
+    tests.mkdir(parents=True, exist_ok=True)
     if rules_yaml is None:
         (folder / Path(RULES_DEST).name).write_text(_render("gpucluster.rules.yml.j2", plan))
     else:
         (folder / Path(RULES_DEST).name).write_text(rules_yaml)
-    (folder / Path(TESTS_DEST).name).write_text(_render("gpucluster.rules.test.yml.j2", plan))
-    return folder / Path(TESTS_DEST).name
+    (tests / Path(TESTS_DEST).name).write_text(_render("gpucluster.rules.test.yml.j2", plan))
+    return tests / Path(TESTS_DEST).name
 
 
 def _failing_alerts(output: str) -> set[str]:
@@ -87,7 +89,7 @@ def test_promtool_checks_and_unit_tests_the_rules(tier: str, tmp_path: Path) -> 
     plan = _plan(tier)
     tests = _install_rules(plan, tmp_path)
     # run from elsewhere: the test file names its rule file relative to its own folder, as on the head
-    check = _promtool("check", "rules", str(tests.parent / Path(RULES_DEST).name), cwd=tmp_path)
+    check = _promtool("check", "rules", str(tmp_path / RULES_DEST.lstrip("/")), cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert f"SUCCESS: {len(plan['monitoring']['alerts'])} rules found" in check.stdout
     run = _promtool("test", "rules", str(tests), cwd=tmp_path)
@@ -283,3 +285,51 @@ def test_the_head_gets_the_monitoring_files(tier: str) -> None:
     others = [h for h, v in plan["hosts"].items() if "head" not in v["roles"]]
     assert not [h for h in others if RULES_DEST in {f["dest"] for f in plan["files"][h]}]
     assert all((TEMPLATES / f["src"]).is_file() for f in ROLE_FILES["head"])
+
+
+# --- annotations: description, runbook, dashboard -------------------------------------------
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, spaces to hyphens, punctuation other than - and _ dropped."""
+    out = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+def test_every_alert_has_a_description_a_runbook_section_and_a_dashboard(tier: str) -> None:
+    plan = _plan(tier)
+    anchors = _anchors((ROOT / "docs" / "runbook.md").read_text())
+    uids = {b["uid"] for b in plan["monitoring"]["grafana"]["dashboards"].values()}
+    head = plan["hosts"][plan["cluster"]["head"]]["addresses"]["management"]
+    for name, rule in _rules(plan["monitoring"]).items():
+        notes = rule["annotations"]
+        assert set(notes) == {"summary", "description", "runbook_url", "dashboard"}, name
+        assert len(notes["description"]) > 40, name
+        page, _, anchor = notes["runbook_url"].partition("#")
+        assert page == "docs/runbook.md" and anchor in anchors, (name, notes["runbook_url"])
+        url = notes["dashboard"]
+        assert url.startswith(f"http://{head}:{plan['monitoring']['grafana']['port']}/d/"), (name, url)
+        assert url.split("/d/")[1].split("?")[0] in uids, (name, url)
+
+
+def test_the_runbook_has_a_section_for_every_alert_of_every_tier() -> None:
+    anchors = _anchors((ROOT / "docs" / "runbook.md").read_text())
+    assert {mon.runbook_anchor(a) for a in mon.ALERT_HELP} <= anchors
+    names = {a for t in TIERS for a in _plan(t)["monitoring"]["alerts"]}
+    assert names <= set(mon.ALERT_HELP)
+
+
+def test_the_rule_tests_are_kept_out_of_the_rule_folder() -> None:
+    m = _plan("tier1")["monitoring"]
+    assert Path(m["rule_test_file"]).parent != Path(m["rule_file"]).parent
+    assert yaml.safe_load(m["rule_tests_yaml"])["rule_files"] == ["../rules/gpucluster.rules.yml"]
+    assert Path(m["rule_test_file"]).parent.joinpath("../rules/gpucluster.rules.yml").resolve() == Path(m["rule_file"])
+
+
+def test_an_alert_without_help_is_refused() -> None:
+    with pytest.raises(ValueError, match="NewAlert has no ALERT_HELP entry"):
+        mon._Rules("http://h:3000").annotations("NewAlert", "x", set())

@@ -13,8 +13,12 @@ from typing import Any
 import jinja2
 import pytest
 from conftest import ROOT, TIERS, load_inventory
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report as report_module
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_summary
 
 UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
@@ -192,3 +196,46 @@ def test_fat_tree_sizing_is_in_the_fabric_section() -> None:
     plan = cluster_plan(site, groups)
     assert _row(plan, "Fabric and NCCL", "oversubscription")[1] == "2:1 host ports to uplinks"
     assert _row(plan, "Fabric and NCCL", "cables")[1] == "64 / 32 / 0"
+
+
+# --- the tier table's training fit: computed, and never against the Parallelism section -----------
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_fit_line_is_computed_and_agrees_with_the_summary(tier: str) -> None:
+    """Issue 27: tier3's table said '~180B full fine-tune' while the summary warned the 180B model does
+    not fit. The line is now the plan's ceiling, and it says what the Parallelism section says."""
+    plan = cluster_plan(*load_inventory(tier))
+    par = plan["parallelism"]
+    _, value, how = report_module._training_fit_row(plan)
+    ceiling = report_module.largest_full_fine_tune_b(par)
+    assert value.startswith(f"full fine-tune up to ~{round(ceiling)}B parameters")
+    assert plan["tier"]["training_fit"] not in value  # not the articles' claim
+    verdict = "fits" if par["fits"] else "does not fit"
+    assert f"this site's {report_module._fmt(par['model_params_b'])}B model {verdict}" in value
+    warned = any("Model does not fit" in w for w in report_summary(plan)["warnings"])
+    assert warned == (not par["fits"])
+    assert f"({par['total_gpus']} GPUs x " in value and "Parallelism section" in how
+
+
+def test_tier3_no_longer_claims_180b() -> None:
+    plan = cluster_plan(*load_inventory("tier3"))
+    _, value, _ = report_module._training_fit_row(plan)
+    assert "~180B full fine-tune" not in value and "180B model does not fit" in value
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.floats(min_value=0.5, max_value=2000, allow_nan=False),
+    gpus_per_node=st.sampled_from([1, 2, 4, 8]),
+    nodes=st.integers(min_value=1, max_value=32),
+    memory=st.sampled_from([24.0, 40.0, 48.0, 80.0, 141.0, 192.0]),
+)
+def test_a_model_fits_exactly_when_it_is_within_the_ceiling(
+    model: float, gpus_per_node: int, nodes: int, memory: float
+) -> None:
+    """Without a pinned layout, the Parallelism section's "fits" is the ceiling of the fit line."""
+    par = parallelism(model_params_b=model, gpus_per_node=gpus_per_node, nodes=nodes, gpu_memory_gb=memory)
+    ceiling = report_module.largest_full_fine_tune_b(par)
+    if abs(model - ceiling) > 1e-6 * ceiling:  # at the boundary itself float rounding decides
+        assert par["fits"] == (model < ceiling), (model, ceiling, par["strategy"])
