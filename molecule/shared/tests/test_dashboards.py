@@ -102,7 +102,7 @@ def _wait(head: Any, plan: dict[str, Any], expr: str, ok: Any, timeout: float = 
         value = _scalar(head, plan, expr)
         if value is not None and ok(value):
             return value
-        time.sleep(5)
+        time.sleep(1)
     raise AssertionError(f"{expr}: {value} after {timeout} s")
 
 
