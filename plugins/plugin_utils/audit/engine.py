@@ -182,6 +182,9 @@ def _host_findings(
         unchecked.append({"host": host, "check": "firewall", "reason": fw.get("reason") or "nft absent"})
 
     if "compute" in roles:
+        fm = facts.get("fabric_manager") or {}
+        if fm.get("state") in ("absent", "error"):
+            unchecked.append({"host": host, "check": "fabric_manager", "reason": fm.get("reason") or fm["state"]})
         out += _gpu_findings(plan, host, facts.get("gpu") or {}, unchecked)
         if _infiniband_host(plan, host):
             out += _hca_findings(plan, host, facts.get("hca") or {}, unchecked)
@@ -746,7 +749,8 @@ def report_markdown(result: Mapping[str, Any]) -> str:
     findings = result.get("findings") or []
     counts = result.get("counts") or {}
     lines.append(
-        f"{result.get('hosts_audited', 0)} hosts audited; {len(findings)} finding"
+        f"{result.get('hosts_audited', 0)} host{'' if result.get('hosts_audited') == 1 else 's'} audited; "
+        f"{len(findings)} finding"
         f"{'' if len(findings) == 1 else 's'} ({', '.join(f'{k} {v}' for k, v in counts.items())}); "
         f"fails on {result.get('fail_on')} and above: **{'FAILED' if result.get('failed') else 'passed'}**."
     )

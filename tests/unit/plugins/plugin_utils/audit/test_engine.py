@@ -127,9 +127,11 @@ def test_absent_tools_are_unchecked_not_findings() -> None:
     for h in ("compute01", "compute02"):
         data["hosts"][h]["gpu"] = {"state": "absent", "reason": "nvidia-smi not found in PATH"}
         data["hosts"][h]["hca"] = {"state": "absent", "reason": "ibstat not found in PATH"}
+    data["hosts"]["compute01"]["fabric_manager"] = {"state": "absent", "reason": "nv-fabricmanager not found in PATH"}
     result = engine.audit(plan, data)
     assert result["findings"] == []
     assert {(u["host"], u["check"]) for u in result["unchecked"]} == {
+        ("compute01", "fabric_manager"),
         ("compute01", "gpu"),
         ("compute01", "hca"),
         ("compute02", "gpu"),
