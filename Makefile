@@ -91,5 +91,6 @@ bench-site: setup ## site.yml's controller stage (plan, per-host views) on gener
 clean: ## remove build output
 	rm -rf build
 
-# more targets, one folder: mk/lab.mk (the container lab), mk/ci.mk (runner, collection, EE, docs)
-include mk/lab.mk mk/ci.mk
+# more targets, one folder: mk/lab.mk (the container lab), mk/ci.mk (runner, collection, EE, docs),
+# mk/audit.mk (the running cluster against its plan)
+include mk/lab.mk mk/ci.mk mk/audit.mk

@@ -8,6 +8,7 @@ renders ~300 files in seconds instead of minutes. No host is contacted.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -47,6 +48,7 @@ class ActionModule(ActionBase):
         if not root or not template_root:
             raise AnsibleActionFail("dest_root and template_root are required")
         changed: list[str] = []
+        checksums: dict[str, str] = {}
         for item in files:
             source = os.path.join(template_root, item["role"], "templates", item["src"])
             if not os.path.isfile(source):
@@ -66,6 +68,7 @@ class ActionModule(ActionBase):
                 data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False}
             )
             content = (text or "").encode("utf-8")
+            checksums[item["dest"]] = hashlib.sha256(content).hexdigest()
             try:
                 with open(dest, "rb") as handle:
                     if handle.read() == content:
@@ -77,5 +80,5 @@ class ActionModule(ActionBase):
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with open(dest, "wb") as handle:
                     handle.write(content)
-        result.update(changed=bool(changed), rendered=len(files), written=changed)
+        result.update(changed=bool(changed), rendered=len(files), written=changed, checksums=checksums)
         return result

@@ -138,6 +138,69 @@ def plan_sha256(plan: Mapping[str, Any]) -> str:
         return _run("plan_sha256", _engine("plan.host_plan").plan_sha256, plan)
 
 
+def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The audit_facts arguments of a host, from its own view of the plan (plugin_utils/audit/engine.py).
+
+    The view is not converted with plain(): it refers to the plan's shared tables, which a copy per
+    host would make O(N^2); the engine reads a few keys of it."""
+    try:
+        return _engine("audit.engine").host_request(view, str(host))
+    except PlanError as exc:
+        raise AnsibleFilterError(f"gpucluster.tiers.audit_request: {exc}") from None
+
+
+def audit_findings(
+    source: Any,
+    hosts: Any,
+    settings: Mapping[str, Any] | None = None,
+    fabric: Mapping[str, Any] | None = None,
+    baseline: Mapping[str, Any] | None = None,
+    controller: str = "localhost",
+    facts_var: str = "audit_host",
+    planned_var: str = "audit_planned",
+) -> dict[str, Any]:
+    """The audit of the hosts (plugin_utils/audit/engine.py ``audit``), from ``hostvars``.
+
+    Each host's registered ``facts_var`` (audit_facts' result) and ``planned_var`` (render_files'
+    checksums) and the controller's plan are read raw (``HostVars.raw_get``: no templating of the whole
+    plan); a host without a result was not reached."""
+    if not hasattr(source, "raw_get"):
+        raise AnsibleFilterError("gpucluster.tiers.audit_findings: input must be hostvars")
+    facts = source.raw_get(controller)
+    plan = facts.get("gpucluster_plan") if isinstance(facts, Mapping) else None
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError(f"gpucluster.tiers.audit_findings: {controller} has no gpucluster_plan")
+    read: dict[str, Any] = {}
+    planned: dict[str, Any] = {}
+    unreachable: list[str] = []
+    for host in [str(h) for h in hosts or []]:
+        raw = source.raw_get(host)
+        result = raw.get(facts_var) if isinstance(raw, Mapping) else None
+        rendered = raw.get(planned_var) if isinstance(raw, Mapping) else None
+        if not isinstance(result, Mapping) or "audit" not in result:
+            unreachable.append(host)
+            continue
+        read[host] = plain(result["audit"])
+        planned[host] = plain((rendered or {}).get("checksums") or {})
+    collected = {
+        "hosts": read,
+        "planned_files": planned,
+        "unreachable": unreachable,
+        "fabric": plain(fabric) if fabric else None,
+        "baseline": plain(baseline) if baseline else None,
+    }
+    # the plan as it is (plain() would copy megabytes at a thousand nodes); the collected facts are plain
+    try:
+        return _engine("audit.engine").audit(plan, collected, plain(settings or {}))
+    except PlanError as exc:
+        raise AnsibleFilterError(f"gpucluster.tiers.audit_findings: {exc}") from None
+
+
+def audit_markdown(result: Mapping[str, Any]) -> str:
+    """The audit's readable report (Markdown), one line per finding grouped by host and class."""
+    return _run("audit_markdown", _engine("audit.engine").report_markdown, result)
+
+
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
     """Clock locks and power limit for a GPU model and policy."""
     catalog, clocks = _engine("inventory.catalog"), _engine("compute.clocks")
@@ -188,6 +251,9 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "cluster_plan": cluster_plan,
+            "audit_request": audit_request,
+            "audit_findings": audit_findings,
+            "audit_markdown": audit_markdown,
             "host_plan": host_plan_filter,
             "inventory_scope": inventory_scope,
             "plan_sha256": plan_sha256,

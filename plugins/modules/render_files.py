@@ -57,4 +57,8 @@ written:
   returned: always
   type: list
   elements: str
+checksums:
+  description: sha256 of each rendered file's bytes, by destination (the host's file when it is as planned).
+  returned: always
+  type: dict
 """

@@ -1,0 +1,113 @@
+"""The audit_facts module: read-only in every mode, an absent tool is a state, not a failure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from conftest import ROOT
+
+from ansible_collections.gpucluster.tiers.plugins.modules import audit_facts
+
+DATA = ROOT / "tests" / "data"
+
+
+def run_module(args: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        audit_facts.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_files_checksums_in_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "slurm.conf"
+    f.write_bytes(b"ClusterName=tier1\n")
+    out = run_module({"files": [str(f), str(tmp_path / "absent")], "_ansible_check_mode": True}, capsys)
+    assert out["changed"] is False and "failed" not in out
+    assert out["audit"]["files"] == {
+        str(f): hashlib.sha256(b"ClusterName=tier1\n").hexdigest(),
+        str(tmp_path / "absent"): None,
+    }
+    assert f.read_bytes() == b"ClusterName=tier1\n"
+    assert out["audit"]["gpu"]["state"] == "skipped"
+
+
+def test_relative_paths_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_module({"files": ["etc/hosts"]}, capsys)
+    assert out["failed"] is True and "etc/hosts" in out["msg"]
+
+
+class FakeProbe:
+    """Tools by name: (state, output); a tool not listed is absent."""
+
+    def __init__(self, tools: dict[str, tuple[str, str]]) -> None:
+        self.tools = tools
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def run(self, tool: str, args: list[str]) -> tuple[str, str, str | None]:
+        self.calls.append((tool, args))
+        key = f"{tool} {' '.join(args)}".strip()
+        for name, (state, text) in self.tools.items():
+            if key.startswith(name):
+                return state, text, None if state == "ok" else f"{tool} failed"
+        return "absent", "", f"{tool} not found in PATH"
+
+
+PARAMS = {
+    "files": [],
+    "services": ["slurmd", "munge"],
+    "gpu": True,
+    "hca": True,
+    "fabric_manager": True,
+    "nft_table": "gpucluster",
+    "slurm_nodes": True,
+}
+
+
+def test_collect_absent_tools_are_states() -> None:
+    out = audit_facts.collect(PARAMS, FakeProbe({}))
+    assert out["gpu"]["state"] == out["hca"]["state"] == out["fabric_manager"]["state"] == "absent"
+    assert out["gpu"]["reason"] == "nvidia-smi not found in PATH"
+    assert out["firewall"] == {"state": "absent", "reason": "nft not found in PATH", "table_loaded": False}
+    assert out["services"]["slurmd"] == {"active": "unknown", "enabled": "unknown"}
+
+
+def test_collect_reads_every_probe() -> None:
+    probe = FakeProbe(
+        {
+            "systemctl show": (
+                "ok",
+                "Id=slurmd.service\nActiveState=active\nUnitFileState=enabled\n\n"
+                "Id=munge.service\nActiveState=failed\nUnitFileState=enabled\n",
+            ),
+            "nvidia-smi nvlink": ("ok", (DATA / "audit" / "nvidia-smi-nvlink-s.txt").read_text()),
+            "nvidia-smi --query-gpu": (
+                "ok",
+                "0, 00000000:19:00.0, NVIDIA H100 80GB HBM3, 700.00, Enabled, Disabled, 550.54.15, 96.00.89.00.01\n",
+            ),
+            "ibstat": ("ok", (DATA / "audit" / "ibstat.txt").read_text()),
+            "nv-fabricmanager": ("ok", "Fabric Manager version is : 550.54.15\n"),
+            "nft list": ("error", ""),  # the table is not loaded: nft fails
+            "scontrol": ("ok", (DATA / "slurm" / "scontrol-show-node-d-oneliner-registered.txt").read_text()),
+        }
+    )
+    out = audit_facts.collect(PARAMS, probe)
+    assert out["services"] == {
+        "slurmd": {"active": "active", "enabled": "enabled"},
+        "munge": {"active": "failed", "enabled": "enabled"},
+    }
+    assert out["gpu"]["gpus"][0]["power_limit_w"] == 700
+    assert out["gpu"]["nvlink"][0] == {"index": 0, "links": 4, "active": 3}
+    assert [p["state"] for p in out["hca"]["ports"]] == ["Active", "Down"]
+    assert out["fabric_manager"]["version"] == "550.54.15"
+    assert out["firewall"]["table_loaded"] is False and out["firewall"]["state"] == "ok"
+    assert out["slurm"]["nodes"]["compute02"]["state"] == "IDLE+DRAIN"
+    # every tool call only reads
+    assert (
+        "systemctl",
+        ["show", "-p", "Id,ActiveState,UnitFileState", "slurmd.service", "munge.service"],
+    ) in probe.calls
+    assert all(tool != "scontrol" or args == ["-o", "show", "node"] for tool, args in probe.calls)
