@@ -126,16 +126,39 @@ def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> d
 
 
 def plan_sha256(plan: Mapping[str, Any]) -> str:
-    """sha256 of the plan's canonical JSON (sorted keys, compact separators).
+    """sha256 of the plan's canonical JSON (sorted keys, compact separators), without the keys Ansible
+    adds to the registered result (``changed``, ``failed``: plan_data).
 
     A fact's value reaches a filter as a lazy container (ansible-core 2.19) whose nested values are
     the fact's own, already rendered, containers: unwrapped (``_non_lazy_copy``) they are hashed
     directly; plain() would re-wrap every nested container on the way (seconds for a large plan)."""
+    engine = _engine("plan.host_plan")
     unwrap = getattr(plan, "_non_lazy_copy", None)
     try:
-        return _engine("plan.host_plan").plan_sha256(unwrap() if callable(unwrap) else plan)
+        return engine.plan_sha256(engine.plan_data(unwrap() if callable(unwrap) else plan))
     except (TypeError, ValueError):  # an unrendered lazy value inside: the slow, always-plain way
-        return _run("plan_sha256", _engine("plan.host_plan").plan_sha256, plan)
+        return _run("plan_sha256", lambda p: engine.plan_sha256(engine.plan_data(p)), plan)
+
+
+def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The registered plan without the keys Ansible adds to a task result (``changed``, ``failed``):
+    what plan.json holds. The sections stay the plan's own objects."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.plan_data: input must be the plan (a mapping)")
+    return _engine("plan.host_plan").plan_data(plan)
+
+
+def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan report, rendered from the plan (plugin_utils/report/report.py): ``sections`` (title,
+    intro, rows of setting, value, how) and ``summary`` (warnings, next steps). Not part of the plan."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.plan_report: input must be the plan (a mapping)")
+    unwrap = getattr(plan, "_non_lazy_copy", None)
+    data = _engine("plan.host_plan").plan_data(unwrap() if callable(unwrap) else plain(plan))
+    report = _engine("report.report")
+    return _run(
+        "plan_report", lambda p: {"sections": report.report_sections(p), "summary": report.report_summary(p)}, data
+    )
 
 
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
@@ -183,6 +206,8 @@ class FilterModule:
             "host_plan": host_plan_filter,
             "inventory_scope": inventory_scope,
             "plan_sha256": plan_sha256,
+            "plan_data": plan_data,
+            "plan_report": plan_report,
             "gpu_model": gpu_model,
             "gpu_clocks": gpu_clocks,
             "tier_profile": tier_profile,
