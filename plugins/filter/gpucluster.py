@@ -89,10 +89,20 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
     manager = getattr(source, "_variable_manager", None)
     extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
     seen: dict[str, dict[str, Any]] = {}
+    converted: dict[int, tuple[Any, Any]] = {}  # id -> (value, plain value): group all's values, once
+
+    def once(value: Any) -> Any:
+        # every host's group-all values are the same objects: convert each once, and the check's
+        # comparison with the controller's then meets identical objects (linear in hosts, not hosts x site)
+        hit = converted.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = converted[id(value)] = (value, plain(value))
+        return hit[1]
+
     for host in [controller, *[str(h) for h in hosts or []]]:
         raw = source.raw_get(host)
         if isinstance(raw, Mapping) and host not in seen:
-            seen[host] = plain(site.variables_to_check(dict(raw)))
+            seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
     try:
         site.check_host_variables(seen, controller=controller, extra_vars=extra)
     except PlanError as exc:

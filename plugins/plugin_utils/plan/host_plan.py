@@ -166,8 +166,13 @@ def view_sizes(view: Mapping[str, Any], *, shared: bool = True) -> tuple[int, in
 def canonical_json(plan: Any) -> str:
     """The plan as canonical JSON: keys as strings and sorted, compact separators, UTF-8 text.
 
-    Equal for a plan and for the same plan read back from plan.json (JSON has string keys only)."""
-    return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    Equal for a plan and for the same plan read back from plan.json (JSON has string keys only).
+    Plain data (the engine's, a registered plan's) is dumped as it is; anything json cannot sort or
+    encode (Ansible's lazy containers, keys of mixed types) goes through plain() first."""
+    try:
+        return json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except TypeError:
+        return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 #: Keys ansible-core adds to every task result. The plan stage registers the gpucluster.tiers.cluster_plan
@@ -202,12 +207,12 @@ def _feed(update: Callable[[bytes], Any], value: Any, depth: int) -> None:
         update(canonical_json(value).encode("utf-8"))
 
 
-def plan_sha256(plan: Any, depth: int = 4) -> str:
+def plan_sha256(plan: Any, depth: int = 3) -> str:
     """sha256 (hex) of :func:`canonical_json`: the same plan gives the same digest, whatever the key order.
 
-    Hashed piece by piece (:func:`_feed`, ``depth`` levels): at 16,384 nodes the whole plan's JSON is
-    140 MB, which with its plain() copy was the plan stage's peak memory; a piece is at most a
-    section's table."""
+    Hashed piece by piece (:func:`_feed`, ``depth`` levels: a section's parts, e.g. one host's entry or
+    the cabling's link list): at 16,384 nodes the whole plan's JSON is 140 MB, which with its plain()
+    copy was the plan stage's peak memory. Deeper pieces cost a json.dumps call each for no gain."""
     digest = hashlib.sha256()
     _feed(digest.update, plan, depth)
     return digest.hexdigest()
