@@ -89,10 +89,20 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
     manager = getattr(source, "_variable_manager", None)
     extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
     seen: dict[str, dict[str, Any]] = {}
+    converted: dict[int, tuple[Any, Any]] = {}  # id -> (value, plain value): group all's values, once
+
+    def once(value: Any) -> Any:
+        # every host's group-all values are the same objects: convert each once, and the check's
+        # comparison with the controller's then meets identical objects (linear in hosts, not hosts x site)
+        hit = converted.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = converted[id(value)] = (value, plain(value))
+        return hit[1]
+
     for host in [controller, *[str(h) for h in hosts or []]]:
         raw = source.raw_get(host)
         if isinstance(raw, Mapping) and host not in seen:
-            seen[host] = plain(site.variables_to_check(dict(raw)))
+            seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
     try:
         site.check_host_variables(seen, controller=controller, extra_vars=extra)
     except PlanError as exc:
@@ -126,16 +136,39 @@ def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> d
 
 
 def plan_sha256(plan: Mapping[str, Any]) -> str:
-    """sha256 of the plan's canonical JSON (sorted keys, compact separators).
+    """sha256 of the plan's canonical JSON (sorted keys, compact separators), without the keys Ansible
+    adds to the registered result (``changed``, ``failed``: plan_data).
 
     A fact's value reaches a filter as a lazy container (ansible-core 2.19) whose nested values are
     the fact's own, already rendered, containers: unwrapped (``_non_lazy_copy``) they are hashed
     directly; plain() would re-wrap every nested container on the way (seconds for a large plan)."""
+    engine = _engine("plan.host_plan")
     unwrap = getattr(plan, "_non_lazy_copy", None)
     try:
-        return _engine("plan.host_plan").plan_sha256(unwrap() if callable(unwrap) else plan)
+        return engine.plan_sha256(engine.plan_data(unwrap() if callable(unwrap) else plan))
     except (TypeError, ValueError):  # an unrendered lazy value inside: the slow, always-plain way
-        return _run("plan_sha256", _engine("plan.host_plan").plan_sha256, plan)
+        return _run("plan_sha256", lambda p: engine.plan_sha256(engine.plan_data(p)), plan)
+
+
+def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The registered plan without the keys Ansible adds to a task result (``changed``, ``failed``):
+    what plan.json holds. The sections stay the plan's own objects."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.plan_data: input must be the plan (a mapping)")
+    return _engine("plan.host_plan").plan_data(plan)
+
+
+def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan report, rendered from the plan (plugin_utils/report/report.py): ``sections`` (title,
+    intro, rows of setting, value, how) and ``summary`` (warnings, next steps). Not part of the plan."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.plan_report: input must be the plan (a mapping)")
+    unwrap = getattr(plan, "_non_lazy_copy", None)
+    data = _engine("plan.host_plan").plan_data(unwrap() if callable(unwrap) else plain(plan))
+    report = _engine("report.report")
+    return _run(
+        "plan_report", lambda p: {"sections": report.report_sections(p), "summary": report.report_summary(p)}, data
+    )
 
 
 def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
@@ -257,6 +290,8 @@ class FilterModule:
             "host_plan": host_plan_filter,
             "inventory_scope": inventory_scope,
             "plan_sha256": plan_sha256,
+            "plan_data": plan_data,
+            "plan_report": plan_report,
             "gpu_model": gpu_model,
             "gpu_clocks": gpu_clocks,
             "tier_profile": tier_profile,

@@ -100,7 +100,7 @@ def test_ansible_builder_introspect_finds_the_declared_requirements(installed: d
     assert run.returncode == 0, run.stdout + run.stderr
     found = yaml.safe_load(run.stdout.split("---", 1)[1])
     python = {re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower() for line in found["python"]}
-    assert {"netaddr", "jsonschema", "markdown-it-py"} <= python, found
+    assert {"jsonschema", "markdown-it-py"} <= python and "netaddr" not in python, found
     assert "graphviz" in {line.split()[0] for line in found["system"]}, found
 
 

@@ -11,7 +11,7 @@ Everything in the page comes from the code, so it cannot drift from it
   ``cluster_plan`` (plugins/plugin_utils/plan/assembly.py) with ``ast``, following its helpers;
 - every setting of the plan report with how it is reached (formula and inputs) and its
   value in the four reference tiers: ``cluster_plan`` run on inventories/tier1..tier4,
-  ``plan["report"]`` (plugins/plugin_utils/report/report.py);
+  ``report_sections(plan)`` (plugins/plugin_utils/report/report.py, rendered from the plan, not in it);
 - the sources behind the numbers: each engine module's docstring.
 """
 
@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from conftest import load_inventory  # noqa: E402  (the reference inventories, as the tests read them)
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections  # noqa: E402
 
 PLUGINS = "ansible_collections.gpucluster.tiers.plugins"
 PLAN_PY = ROOT / "plugins" / "plugin_utils" / "plan" / "assembly.py"
@@ -178,14 +179,14 @@ def generate() -> str:
     titles: list[str] = []
     for plan in plans.values():
         previous = None
-        for s in plan["report"]:
+        for s in report_sections(plan):
             if s["title"] not in titles:
                 titles.insert(titles.index(previous) + 1 if previous else 0, s["title"])
             previous = s["title"]
     header = "| setting | how | " + " | ".join(TIERS) + " |"
     rule = "|---|---|" + "---|" * len(TIERS)
     for title in titles:
-        sections = {t: next((s for s in p["report"] if s["title"] == title), None) for t, p in plans.items()}
+        sections = {t: next((s for s in report_sections(p) if s["title"] == title), None) for t, p in plans.items()}
         present = [t for t, s in sections.items() if s]
         lines += [f"## {title}", ""]
         if len(present) < len(TIERS):

@@ -1,4 +1,4 @@
-"""Address plan with netaddr: management, BMC, storage and one subnet per rail.
+"""Address plan (Python's ipaddress): management, BMC, storage and one subnet per rail.
 
 Hosts arrive in plan order (head, storage, compute; each by name). Every host gets a
 management and a BMC address; storage and compute hosts storage-network addresses when
@@ -13,15 +13,9 @@ errors.
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
 from typing import Any
-
-try:
-    import netaddr
-except ImportError as exc:  # a controller without netaddr: the address plan says so when it runs
-    netaddr = None
-    NETADDR_IMPORT_ERROR: ImportError | None = exc
-else:
-    NETADDR_IMPORT_ERROR = None
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
 
@@ -29,58 +23,59 @@ POOLS = ("management", "bmc", "storage", "fabric")
 REQUIRED = ("management", "bmc")
 
 
-def _require_netaddr() -> None:
-    if netaddr is None:  # declared in pyproject.toml and execution-environment.yml
-        raise ImportError("the address plan needs the Python package netaddr on the controller") from (
-            NETADDR_IMPORT_ERROR
-        )
+Net = ipaddress.IPv4Network
 
 
-def _network(pools: dict[str, Any], name: str, field: str) -> netaddr.IPNetwork:
+def _network(pools: dict[str, Any], name: str, field: str) -> Net:
     spec = pools.get(name)
     if not isinstance(spec, dict) or "cidr" not in spec:
         raise PlanError(f"{field}.{name}", spec, "a mapping with cidr (and first_offset)")
     try:
-        net = netaddr.IPNetwork(str(spec["cidr"]))
-    except (netaddr.AddrFormatError, ValueError, TypeError):
+        iface = ipaddress.ip_interface(str(spec["cidr"]))
+    except ValueError:
         raise PlanError(f"{field}.{name}.cidr", spec["cidr"], "an IPv4 network such as 10.30.0.0/24") from None
-    if net.version != 4 or net.network != net.ip:
+    if iface.version != 4 or iface.ip != iface.network.network_address:
         raise PlanError(f"{field}.{name}.cidr", spec["cidr"], "an IPv4 network address (host bits zero)")
-    return net
+    return ipaddress.IPv4Network(iface.network)
 
 
 def _offset(spec: dict[str, Any], field: str, size: int) -> int:
     return check_range(spec.get("first_offset", 10), f"{field}.first_offset", 1, max(1, size - 2), integer=True)
 
 
-def _take(net: netaddr.IPNetwork, offset: int, index: int, field: str, count: int) -> str:
+def _take(net: Net, offset: int, index: int, field: str, count: int) -> str:
     position = offset + index
-    if position >= net.size - 1:  # the last address is the broadcast address
+    size = net.num_addresses
+    if position >= size - 1:  # the last address is the broadcast address
         raise PlanError(
             f"{field}.cidr",
             str(net),
-            f"a network with room for {count} hosts from offset {offset} (it holds {max(0, net.size - 1 - offset)})",
+            f"a network with room for {count} hosts from offset {offset} (it holds {max(0, size - 1 - offset)})",
         )
-    return str(net[position])
+    return _dotted(int(net.network_address) + position)
+
+
+def _dotted(value: int) -> str:
+    """An IPv4 address as dotted quad (what ``str(IPv4Address(value))`` gives, without the object)."""
+    return f"{value >> 24}.{(value >> 16) & 255}.{(value >> 8) & 255}.{value & 255}"
 
 
 def address_plan(
     *, pools: dict[str, Any], hosts: list[dict[str, Any]], rails: int, field: str = "gpucluster_network"
 ) -> dict[str, Any]:
-    _require_netaddr()
-    nets: dict[str, netaddr.IPNetwork] = {}
+    nets: dict[str, Net] = {}
     for name in POOLS:
         if name in REQUIRED or pools.get(name):
             nets[name] = _network(pools, name, field)
     names = list(nets)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            if nets[a].first <= nets[b].last and nets[b].first <= nets[a].last:
+            if nets[a].overlaps(nets[b]):
                 raise PlanError(
                     f"{field}.{b}.cidr", str(nets[b]), f"a network that does not overlap {field}.{a} ({nets[a]})"
                 )
-    offsets = {n: _offset(pools[n], f"{field}.{n}", nets[n].size) for n in nets}
-    rail_nets: list[netaddr.IPNetwork] = []
+    offsets = {n: _offset(pools[n], f"{field}.{n}", nets[n].num_addresses) for n in nets}
+    rail_nets: list[Net] = []
     if rails:
         if "fabric" not in nets:
             raise PlanError(f"{field}.fabric", None, "a fabric pool {cidr, rail_prefix} when the fabric has rails")
@@ -91,7 +86,7 @@ def address_plan(
             30,
             integer=True,
         )
-        subnets = list(nets["fabric"].subnet(prefix, count=min(rails, 2 ** (prefix - nets["fabric"].prefixlen))))
+        subnets = list(itertools.islice(nets["fabric"].subnets(new_prefix=prefix), rails))
         if len(subnets) < rails:
             raise PlanError(f"{field}.fabric.cidr", str(nets["fabric"]), f"room for {rails} rail subnets of /{prefix}")
         rail_nets = subnets[:rails]
@@ -136,6 +131,5 @@ def address_plan(
 
 def etc_hosts_entries(plan: dict[str, Any], domain: str) -> list[list[str]]:
     """[address, fqdn, short name] per host, sorted by address."""
-    _require_netaddr()
     rows = [[h["management"], f"{name}.{domain}", name] for name, h in plan["hosts"].items()]
-    return sorted(rows, key=lambda r: netaddr.IPAddress(r[0]))
+    return sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))

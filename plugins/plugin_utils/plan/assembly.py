@@ -37,7 +37,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_manifest
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import firewall_plan, host_policy
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
     beegfs,
@@ -595,8 +594,6 @@ def cluster_plan(
     system.check_addresses(plan["hosts"], plan["storage"])
     plan["files"] = files_manifest(plan, role_files)
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
-    plan["report"] = report.report_sections(plan)
-    plan["report_summary"] = report.report_summary(plan)
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
         plan["kubernetes"] = k8s_manifests.kubernetes_plan(

@@ -137,7 +137,7 @@ def host_view(plan: Mapping[str, Any], host: str) -> dict[str, Any]:
             "a host of the plan (groups head, compute, storage, nfs_server, lustre_mds, lustre_oss)",
         )
     roles = set(hosts[host].get("roles") or [])
-    view = dict(plan)
+    view = plan_data(plan)
     # shared tables first: the narrowing below copies the mappings on their paths
     for path, keep_on in KEEP_ON.items():
         if not roles & keep_on:
@@ -166,13 +166,66 @@ def view_sizes(view: Mapping[str, Any], *, shared: bool = True) -> tuple[int, in
 def canonical_json(plan: Any) -> str:
     """The plan as canonical JSON: keys as strings and sorted, compact separators, UTF-8 text.
 
-    Equal for a plan and for the same plan read back from plan.json (JSON has string keys only)."""
-    return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    Equal for a plan and for the same plan read back from plan.json (JSON has string keys only).
+    Plain data (the engine's, a registered plan's) is dumped as it is; anything json cannot sort or
+    encode (Ansible's lazy containers, keys of mixed types) goes through plain() first."""
+    try:
+        return json.dumps(plan, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except TypeError:
+        return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def plan_sha256(plan: Any) -> str:
-    """sha256 (hex) of :func:`canonical_json`: the same plan gives the same digest, whatever the key order."""
-    return hashlib.sha256(canonical_json(plan).encode("utf-8")).hexdigest()
+#: Keys ansible-core adds to every task result. The plan stage registers the gpucluster.tiers.cluster_plan
+#: action's result as ``gpucluster_plan`` (playbooks/tasks/plan.yml), so the registered plan carries them;
+#: no plan section has these names (the action refuses a plan that would).
+RESULT_KEYS: frozenset[str] = frozenset({"changed", "failed"})
 
 
-__all__ = ["KEEP_ON", "NARROWED", "SHARED", "canonical_json", "host_view", "plan_sha256", "view_sizes"]
+def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan without the keys Ansible adds to a registered result (:data:`RESULT_KEYS`): a shallow
+    copy of the top level, the sections stay the plan's own objects."""
+    return {k: v for k, v in plan.items() if k not in RESULT_KEYS}
+
+
+def _feed(update: Callable[[bytes], Any], value: Any, depth: int) -> None:
+    """Feed :func:`canonical_json` of ``value`` to ``update`` piece by piece: mappings and lists down to
+    ``depth`` levels one item at a time, deeper values whole. The pieces concatenate to the same bytes."""
+    if depth > 0 and isinstance(value, Mapping):
+        update(b"{")
+        for i, key in enumerate(sorted(value, key=str)):
+            update((b"," if i else b"") + json.dumps(str(key), ensure_ascii=False).encode("utf-8") + b":")
+            _feed(update, value[key], depth - 1)
+        update(b"}")
+    elif depth > 0 and isinstance(value, (list, tuple)):
+        update(b"[")
+        for i, item in enumerate(value):
+            if i:
+                update(b",")
+            _feed(update, item, depth - 1)
+        update(b"]")
+    else:
+        update(canonical_json(value).encode("utf-8"))
+
+
+def plan_sha256(plan: Any, depth: int = 3) -> str:
+    """sha256 (hex) of :func:`canonical_json`: the same plan gives the same digest, whatever the key order.
+
+    Hashed piece by piece (:func:`_feed`, ``depth`` levels: a section's parts, e.g. one host's entry or
+    the cabling's link list): at 16,384 nodes the whole plan's JSON is 140 MB, which with its plain()
+    copy was the plan stage's peak memory. Deeper pieces cost a json.dumps call each for no gain."""
+    digest = hashlib.sha256()
+    _feed(digest.update, plan, depth)
+    return digest.hexdigest()
+
+
+__all__ = [
+    "KEEP_ON",
+    "NARROWED",
+    "RESULT_KEYS",
+    "SHARED",
+    "canonical_json",
+    "host_view",
+    "plan_data",
+    "plan_sha256",
+    "view_sizes",
+]

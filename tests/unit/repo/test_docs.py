@@ -31,7 +31,7 @@ def test_settings_md_covers_every_report_setting_and_plan_key() -> None:
     plan = gen.cluster_plan(*gen.load_inventory("tier4"))
     for key in plan:
         assert f"| `{key}` |" in text, key
-    for section in plan["report"]:
+    for section in gen.report_sections(plan):
         assert f"## {section['title']}" in text
         for row in section["rows"]:
             assert f"| {gen._cell(row[0])} |" in text, row[0]

@@ -298,7 +298,16 @@ def test_report_names_are_text_not_markdown() -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html
 
     plan = tricky_plan("tier3")
-    markdown = _env(ROOT / "playbooks" / "templates").get_template("report.md.j2").render(gpucluster_plan=plan)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
+
+    markdown = (
+        _env(ROOT / "playbooks" / "templates")
+        .get_template("report.md.j2")
+        .render(
+            gpucluster_plan=plan,
+            gpucluster_plan_report={"sections": report.report_sections(plan), "summary": report.report_summary(plan)},
+        )
+    )
     page = html.markdown_html(markdown)
     assert f"<h1>Cluster plan: {NAME} (tier3)</h1>" in page
     assert "<em>" not in page

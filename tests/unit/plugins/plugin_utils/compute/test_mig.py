@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 
 H100 = mig.geometry(GPUS["h100_sxm"])
 
@@ -199,7 +200,7 @@ def test_no_policy_no_mig_and_the_reference_slurm_lines_stay() -> None:
     assert not any("AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
     assert plan["slurm"]["accounting_tres"] == "gres/gpu"
     assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in plan["files"]["compute01"])
-    assert not any(s["title"] == "MIG partitioning" for s in plan["report"])
+    assert not any(s["title"] == "MIG partitioning" for s in report_sections(plan))
 
 
 def test_the_mig_parted_config_has_mig_parteds_format() -> None:
@@ -261,7 +262,7 @@ def test_mig_site_bills_and_limits_in_mig_slices() -> None:
     assert all(a["gpu_tres"] == "billing" for a in acct["accounts"])
     conf = plan["slurm"]["partitions"]
     assert conf  # the slurm.conf partitions carry the same weights (template: a.billing_weights)
-    section = next(s for s in plan["report"] if s["title"] == "MIG partitioning")
+    section = next(s for s in report_sections(plan) if s["title"] == "MIG partitioning")
     assert any(r[0] == "Slurm billing (MIG slices)" for r in section["rows"])
     assert any(r[0] == "Slurm GPU limits unit" and "high 28" in r[2] for r in section["rows"])
 
@@ -296,7 +297,7 @@ def test_the_compute_role_files_and_the_report_section() -> None:
     plan = _tier2(POLICY)
     srcs = {f["src"] for f in plan["files"]["compute02"]}
     assert {"nvidia-mig-parted-config.yaml.j2", "gpucluster-mig.service.j2"} <= srcs
-    section = next(s for s in plan["report"] if s["title"] == "MIG partitioning")
+    section = next(s for s in report_sections(plan) if s["title"] == "MIG partitioning")
     assert section["rows"][0][1] == "3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb"
     assert "2g.20gb 0, 1g.10gb 2, 1g.10gb 3, 3g.40gb 4" in section["rows"][0][2]
     assert "12 GPUs in MIG mode" in section["intro"]

@@ -15,6 +15,7 @@ import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import ups
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
 
 POWER = {"total_kw": 50.0, "rack_kw": 25.0}
 CLUSTER = {"compute_hostlist": "node[01-04]"}
@@ -142,14 +143,14 @@ def test_plan_and_report_of_a_site_with_a_ups() -> None:
     # tier2: 2 nodes x 10.2 kW = 20.4 kW on a 36 kW UPS (56.7 %): between the 50 % and 100 % points
     assert check["load_kw"] == pytest.approx(plan["power"]["total_kw"]) == pytest.approx(20.4)
     assert check["method"].startswith("datasheet points") and check["status"] == "ok"
-    section = next(s for s in plan["report"] if s["title"] == "Power protection (UPS)")
+    section = next(s for s in report_sections(plan) if s["title"] == "Power protection (UPS)")
     assert section["rows"][0][0] == "UPS rating" and any(r[0] == "UPS check" and r[1] == "ok" for r in section["rows"])
     # the reference tiers name no UPS: the section says it is not checked, and no warning
     ref = _plan("tier2")
     assert ref["ups"]["check"] is None
-    assert not any(w.startswith("UPS") for w in ref["report_summary"]["warnings"])
+    assert not any(w.startswith("UPS") for w in report_summary(ref)["warnings"])
     site["gpucluster_facility"]["ups"]["rating_kva"] = 20  # 18 kW: 20.4 kW overloads it
-    warnings = cluster_plan(site, groups)["report_summary"]["warnings"]
+    warnings = report_summary(cluster_plan(site, groups))["warnings"]
     assert any(w.startswith("UPS error: the UPS carries 20.4 kW") for w in warnings)
 
 

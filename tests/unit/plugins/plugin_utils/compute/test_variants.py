@@ -11,6 +11,7 @@ import pytest
 from conftest import cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 
 RTX = "examples/tier1-rtxpro6000"
 B200 = "examples/tier4-b200"
@@ -32,7 +33,7 @@ def b200() -> dict[str, Any]:
 
 
 def _rows(plan: dict[str, Any], title: str) -> dict[str, list[str]]:
-    section = next(s for s in plan["report"] if s["title"] == title)
+    section = next(s for s in report_sections(plan) if s["title"] == title)
     return {r[0]: r[1:] for r in section["rows"]}
 
 

@@ -23,6 +23,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 
 TEMPLATES = ROOT / "roles" / "fabric" / "templates"
 
@@ -215,7 +216,7 @@ def test_a_managed_switch_or_ufm_needs_no_sm_port(sm: str) -> None:
 
 
 def _sm_row(plan: dict[str, Any]) -> list[str]:
-    rows = next(s["rows"] for s in plan["report"] if s["title"] == "Fabric and NCCL")
+    rows = next(s["rows"] for s in report_sections(plan) if s["title"] == "Fabric and NCCL")
     return next(r for r in rows if r[0] == "subnet manager")
 
 

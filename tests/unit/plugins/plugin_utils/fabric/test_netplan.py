@@ -1,12 +1,14 @@
-"""Address plan (netaddr): one subnet per rail, unique addresses, pool errors."""
+"""Address plan (ipaddress): one subnet per rail, unique addresses, pool errors."""
 
 from __future__ import annotations
 
-import netaddr
+import ipaddress
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import netplan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.netplan import address_plan, etc_hosts_entries
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
@@ -66,11 +68,11 @@ def test_addresses_unique_and_inside_their_pools(computes: int, rails: int) -> N
     for entry in plan["hosts"].values():
         for pool in ("management", "bmc", "storage"):
             if pool in entry:
-                assert netaddr.IPAddress(entry[pool]) in netaddr.IPNetwork(POOLS[pool]["cidr"])
+                assert ipaddress.ip_address(entry[pool]) in ipaddress.ip_network(POOLS[pool]["cidr"])
                 assert entry[pool] not in seen
                 seen.add(entry[pool])
         for rail, address in entry.get("rails", {}).items():
-            assert netaddr.IPAddress(address) in netaddr.IPNetwork(plan["rails"][int(rail)]["cidr"])
+            assert ipaddress.ip_address(address) in ipaddress.ip_network(plan["rails"][int(rail)]["cidr"])
             assert address not in seen
             seen.add(address)
 
@@ -113,3 +115,8 @@ def test_storage_addresses_are_unique_per_interface(nics: list[int]) -> None:
     per_nic = [a for h in plan["hosts"].values() for a in (h.get("storage_interfaces") or {}).values()]
     firsts = [h["storage"] for h in plan["hosts"].values() if "storage_interfaces" not in h]
     assert len(per_nic) == sum(nics) and len(set(per_nic + firsts)) == len(per_nic + firsts)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_a_dotted_quad_is_the_standard_librarys(value: int) -> None:
+    assert netplan._dotted(value) == str(ipaddress.IPv4Address(value))

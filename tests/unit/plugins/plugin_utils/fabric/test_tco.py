@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 
 TIER4 = {"topology": "fat_tree", "rails": 8, "gpus_per_node": 8, "switch_radix": 64}
 HOSTS8 = [f"compute{i:02d}" for i in range(1, 9)]
@@ -193,7 +194,7 @@ def test_each_tier_plan_has_the_section(tier: str) -> None:
     site, groups = load_inventory(tier)
     plan = cluster_plan(site, groups)
     t = plan["fabric_tco"]
-    section = next(s for s in plan["report"] if s["title"] == "What the fabric costs")
+    section = next(s for s in report_sections(plan) if s["title"] == "What the fabric costs")
     if tier == "tier1":
         assert t["applies"] is False and "no fabric" in t["reason"]
         assert section["rows"][0][0] == "fabric"

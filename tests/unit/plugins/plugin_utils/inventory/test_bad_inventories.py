@@ -19,6 +19,7 @@ from conftest import load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
 
 Inventory = tuple[dict[str, Any], dict[str, list[str]]]
 DROP = object()
@@ -804,6 +805,6 @@ def test_a_tier4_of_two_nodes_plans_and_the_report_says_so() -> None:
     groups = {k: [h for h in v if h in keep or not h.startswith("compute")] for k, v in groups.items()}
     plan = cluster_plan(site, groups)
     assert plan["cluster"]["compute_nodes"] == 2
-    tier_rows = next(s for s in plan["report"] if s["title"] == "Tier")["rows"]
+    tier_rows = next(s for s in report_sections(plan) if s["title"] == "Tier")["rows"]
     assert ["reference tier", "tier4", "2 nodes / 16 GPUs, tier reference 8 / 64"] in tier_rows
-    assert any("2 compute nodes where the tier4 reference has 8" in w for w in plan["report_summary"]["warnings"])
+    assert any("2 compute nodes where the tier4 reference has 8" in w for w in report_summary(plan)["warnings"])

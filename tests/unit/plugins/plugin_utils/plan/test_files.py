@@ -21,6 +21,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import
     files_manifest,
     role_file_entries,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 
 
 def _entry(**fields: Any) -> dict[str, Any]:
@@ -124,7 +125,7 @@ def test_kubernetes_compute_nodes_keep_node_tuning_and_get_no_slurm_files() -> N
         assert not {"/usr/local/sbin/gpucluster-prolog", "/usr/local/sbin/gpucluster-epilog"} & {
             f["dest"] for f in host_files
         }, host
-    rows = [r for s in plan["report"] for r in s["rows"] if r[0] == "scheduler"]
+    rows = [r for s in report_sections(plan) for r in s["rows"] if r[0] == "scheduler"]
     assert [r[:2] for r in rows] == [["scheduler", "Kubernetes (Kueue, KubeRay)"]]
     assert "gpucluster_cluster.scheduler: kubernetes" in rows[0][2]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 import sys
@@ -13,6 +14,8 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from conftest import ROOT, TIERS, cluster_plan, load_inventory, render_role_template
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
@@ -218,3 +221,35 @@ def test_site_and_plan_playbooks_read_the_view() -> None:
     plan_pb = yaml.safe_load((ROOT / "playbooks" / "plan.yml").read_text())
     assert plan_pb[-1]["vars"]["gpucluster_plan"] == expr
     assert "delegate_facts" not in (ROOT / "playbooks" / "tasks" / "plan.yml").read_text()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tree=st.dictionaries(st.text(max_size=6), _JSON, max_size=5), depth=st.integers(0, 6))
+def test_the_sha256_hashed_piece_by_piece_is_the_sha256_of_the_whole_canonical_json(
+    tree: dict[str, Any], depth: int
+) -> None:
+    assert plan_sha256(tree, depth) == hashlib.sha256(canonical_json(tree).encode("utf-8")).hexdigest()
+
+
+def test_the_plan_sha256_is_of_the_whole_canonical_json() -> None:
+    plan = _plan("tier3")
+    assert plan_sha256(plan) == hashlib.sha256(canonical_json(plan).encode("utf-8")).hexdigest()
+
+
+def test_the_plan_package_does_not_import_the_report() -> None:
+    """The plan is data: the report is rendered from it (filter plan_report), so plan/* imports no report module."""
+    import ast
+
+    for path in sorted((ROOT / "plugins" / "plugin_utils" / "plan").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            assert not any("plugin_utils.report" in n or n == "report" for n in names), (path.name, names)
+    assert "report" not in _plan("tier3") and "report_summary" not in _plan("tier3")

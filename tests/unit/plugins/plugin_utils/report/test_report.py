@@ -1,6 +1,6 @@
 """report.md for a newcomer: labelled pairs, formulas with their inputs, and a summary that opens it.
 
-The summary is data in the plan (``plan["report_summary"]``, report.report_summary), so these
+The report is rendered from the plan (report.report_sections, report.report_summary; filter plan_report), so these
 tests read it without Ansible; the template is rendered with plain Jinja2 for the order checks.
 """
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report as report_module
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
 
 UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
 
@@ -37,7 +37,7 @@ def _capped() -> dict[str, Any]:
 
 
 def _row(plan: dict[str, Any], section: str, setting: str) -> list[str]:
-    for s in plan["report"]:
+    for s in report_sections(plan):
         if s["title"] == section:
             for row in s["rows"]:
                 if row[0] == setting:
@@ -51,13 +51,14 @@ def _render(plan: dict[str, Any]) -> str:
         trim_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template("report.md.j2").render(gpucluster_plan=plan)
+    report = {"sections": report_sections(plan), "summary": report_summary(plan)}  # filter plan_report
+    return env.get_template("report.md.j2").render(gpucluster_plan=plan, gpucluster_plan_report=report)
 
 
 @pytest.mark.parametrize("variant", [*TIERS, "tier3-capped"])
 def test_no_row_shows_an_unlabelled_pair(variant: str) -> None:
     plan = _capped() if variant == "tier3-capped" else _plan(variant)
-    for section in plan["report"]:
+    for section in report_sections(plan):
         for row in section["rows"]:
             assert len(row) == 3, row
             assert not UNLABELED_PAIR.match(row[1]), (section["title"], row)
@@ -96,8 +97,7 @@ def test_formula_rows_show_their_inputs() -> None:
 
 def test_capped_site_opens_with_the_cap_warning() -> None:
     plan = _capped()
-    summary = plan["report_summary"]
-    assert summary == report_summary(plan)
+    summary = report_summary(plan)
     cap = [w for w in summary["warnings"] if w.startswith("Power cap applied by the rack budget")]
     assert len(cap) == 1
     assert f"{plan['gpu']['clocks']['power_limit_w']} W" in cap[0] and "rack_power_budget_kw" in cap[0]
@@ -114,24 +114,24 @@ def test_reference_tiers_carry_no_power_or_storage_warning(tier: str) -> None:
     (16 bytes/param of model state for the workload's model; see test_parallelism.py).
     """
     plan = _plan(tier)
-    warnings = plan["report_summary"]["warnings"]
+    warnings = report_summary(plan)["warnings"]
     assert not any(w.startswith(("Power", "Storage")) or "compute nodes where" in w for w in warnings)
     fit = [w for w in warnings if w.startswith("Model does not fit")]
     assert len(fit) == (0 if plan["parallelism"]["fits"] else 1)
     assert len(warnings) == len(fit)
-    steps = plan["report_summary"]["next_steps"]
+    steps = report_summary(plan)["next_steps"]
     assert any(f"`make lab TIER={tier}`" in s for s in steps)
     assert any(f"`ansible-playbook site.yml -i inventories/{tier}`" in s for s in steps)
     assert any("`make validate" in s for s in steps)
 
 
 def test_tier1_summary_has_no_warnings() -> None:
-    assert _plan("tier1")["report_summary"]["warnings"] == []
+    assert report_summary(_plan("tier1"))["warnings"] == []
 
 
 def test_model_that_does_not_fit_is_a_warning_naming_the_tier_that_fits() -> None:
     plan = _plan("tier2")
-    fit = [w for w in plan["report_summary"]["warnings"] if w.startswith("Model does not fit")]
+    fit = [w for w in report_summary(plan)["warnings"] if w.startswith("Model does not fit")]
     assert len(fit) == 1 and "tier3" in fit[0] and "ZeRO" not in fit[0]
 
 
@@ -141,7 +141,7 @@ def test_node_count_other_than_the_reference_is_a_warning() -> None:
     site = copy.deepcopy(site)
     site["gpucluster_cluster"]["name"] = "mysite"
     plan = cluster_plan(site, groups)
-    summary = plan["report_summary"]
+    summary = report_summary(plan)
     assert any("3 compute nodes where the tier3 reference has 4" in w for w in summary["warnings"])
     steps = " ".join(summary["next_steps"])
     assert "-i <your inventory>" in steps and "not this inventory" in steps
@@ -151,7 +151,7 @@ def test_storage_floor_not_met_is_a_warning() -> None:
     site, groups = load_inventory("tier3")
     site = copy.deepcopy(site)
     site["gpucluster_storage"]["rated_write_gbps"] = 30  # below the tier3 floor of 40 GB/s
-    warnings = cluster_plan(site, groups)["report_summary"]["warnings"]
+    warnings = report_summary(cluster_plan(site, groups))["warnings"]
     assert any(w.startswith("Storage floor not met") and "40 GB/s" in w for w in warnings)
 
 
@@ -175,7 +175,7 @@ def test_storage_below_need_planned_anyway_is_a_warning() -> None:
     site["gpucluster_storage"]["rated_write_gbps"] = 40
     plan = cluster_plan(site, groups)
     assert plan["storage"]["check"] == []
-    warnings = plan["report_summary"]["warnings"]
+    warnings = report_summary(plan)["warnings"]
     assert any(w.startswith("Storage below need, planned anyway") and "40 GB/s" in w for w in warnings)
     assert _row(plan, "Storage sizing", "storage keeps up")[1] == "no, planned anyway"
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import (
     C2C_GBS_PER_DIRECTION,
     FIELD,
@@ -253,7 +254,7 @@ def test_every_reference_tier_plans_and_reports(tier: str) -> None:
     drain = plan["storage"]["checkpoint_drain"]
     assert drain["enabled"] is (tier != "tier1")
     assert drain["check"] == []
-    section = next(s for s in plan["report"] if s["title"] == "Checkpoint staging and drain")
+    section = next(s for s in report_sections(plan) if s["title"] == "Checkpoint staging and drain")
     first = section["rows"][0]
     if tier == "tier1":
         assert first[1] == "off"

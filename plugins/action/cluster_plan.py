@@ -1,0 +1,69 @@
+"""The plan stage's action: compute the cluster plan (or load plan.json) on the controller.
+
+playbooks/tasks/plan.yml registers this action's result as ``gpucluster_plan`` on localhost.
+A result is not templated: ansible-core copies it (pickled from the worker, one
+``module_response_deepcopy`` when registered), linear in the plan with C-level or simple steps.
+The same plan as a ``set_fact`` value is a template result, which ansible-core 2.19 finalises
+value by value through its lazy containers: at 16,384 nodes (9 million values) that walk was
+most of the plan stage's 165 s of CPU (docs/performance.md). Facts an action returns go to the
+persistent fact cache (ansible.cfg: jsonfile), a registered result does not.
+
+ansible-core adds ``changed`` and ``failed`` to the result: ``plan_data`` (plugin_utils/plan/host_plan.py,
+filter gpucluster.tiers.plan_data) is the plan without them; host_plan and plan_sha256 leave them out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import RESULT_KEYS
+
+#: Result keys ansible-core reads or sets itself: a plan section must not be named like one.
+RESERVED: frozenset[str] = RESULT_KEYS | frozenset(
+    {"ansible_facts", "skipped", "msg", "rc", "results", "warnings", "deprecations", "exception", "invocation", "diff"}
+)
+
+
+def checked(plan: Any, source: str) -> dict[str, Any]:
+    """``plan`` if it is a mapping whose sections do not clash with a task result's own keys."""
+    if not isinstance(plan, dict):
+        raise AnsibleActionFail(f"cluster_plan: {source} is not a plan (a JSON object), it is a {type(plan).__name__}")
+    clash = sorted(RESERVED & set(plan))
+    if clash:
+        raise AnsibleActionFail(
+            f"cluster_plan: {source} has sections named like task result keys ({', '.join(clash)}); "
+            "a plan section must not be named " + ", ".join(sorted(RESERVED))
+        )
+    return plan
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("site", "groups", "file"))
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        super().run(tmp, task_vars)
+        args = self._task.args
+        path = str(args.get("file") or "")
+        if path:
+            real = self._find_needle("files", path)
+            try:
+                with open(real, encoding="utf-8") as handle:
+                    plan = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise AnsibleActionFail(f"cluster_plan: cannot read the plan file {path}: {exc}") from None
+            return dict(checked(plan, path))
+        site, groups = args.get("site"), args.get("groups")
+        if not isinstance(site, dict) or not isinstance(groups, dict):
+            raise AnsibleActionFail("cluster_plan: site (the gpucluster_* variables) and groups must be mappings")
+        try:
+            plan = cluster_plan(site, groups)
+        except AnsibleFilterError as exc:  # the engine's error: the inventory field, the value, what is allowed
+            raise AnsibleActionFail(str(exc).replace("gpucluster.tiers.cluster_plan: ", "cluster_plan: ", 1)) from None
+        return dict(checked(plan, "the computed plan"))

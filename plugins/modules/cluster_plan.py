@@ -1,0 +1,60 @@
+#!/usr/bin/python
+"""Documentation of the cluster_plan action (it runs on the controller only)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cluster_plan
+short_description: Compute the cluster plan, or load a plan.json, on the controller
+version_added: 0.2.0
+description:
+  - Computes the plan from the site's C(gpucluster_*) variables and the inventory groups (the same
+    engine as the P(gpucluster.tiers.cluster_plan#filter) filter), or loads a precomputed plan.json.
+  - Register the result as C(gpucluster_plan) (C(playbooks/tasks/plan.yml) does). A registered result is
+    not templated; the same plan as a C(set_fact) value is finalised value by value by ansible-core, which
+    at 16,384 nodes took most of the plan stage. Unlike an action's C(ansible_facts), a registered value
+    is not written to the persistent fact cache.
+  - ansible-core adds C(changed) and C(failed) to the registered value; the
+    P(gpucluster.tiers.plan_data#filter) filter gives the plan without them, and
+    P(gpucluster.tiers.host_plan#filter) and P(gpucluster.tiers.plan_sha256#filter) leave them out.
+  - A bad inventory fails with the engine's error, naming the inventory field, the value and what is allowed.
+options:
+  site:
+    description: The C(gpucluster_*) variables by name (ignored with O(file)).
+    type: dict
+  groups:
+    description: The inventory's C(groups) (ignored with O(file)).
+    type: dict
+  file:
+    description: A plan.json to load instead of computing (searched like C(lookup('file'))).
+    type: str
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+extends_documentation_fragment:
+  - gpucluster.tiers.attributes
+author:
+  - gpucluster.tiers developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Compute the cluster plan
+  gpucluster.tiers.cluster_plan:
+    site: "{{ dict(names | zip(query('ansible.builtin.vars', *names))) }}"
+    groups: "{{ groups }}"
+    file: "{{ gpucluster_plan_file | default('', true) }}"
+  vars:
+    names: "{{ query('ansible.builtin.varnames', '^gpucluster_(?!plan|lock|shutdown_)') }}"
+  register: gpucluster_plan
+  no_log: true
+"""
+
+RETURN = r"""
+schema:
+  description: The plan's schema version; every other plan section is returned too (see docs/settings.md).
+  returned: success
+  type: int
+"""

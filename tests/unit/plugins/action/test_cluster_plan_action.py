@@ -1,0 +1,72 @@
+"""cluster_plan (plugins/action/cluster_plan.py): the plan stage's action, registered as gpucluster_plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from conftest import cluster_plan, load_inventory
+
+from ansible_collections.gpucluster.tiers.plugins.action.cluster_plan import RESERVED, ActionModule
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (
+    RESULT_KEYS,
+    host_view,
+    plan_data,
+    plan_sha256,
+)
+
+
+def _action(monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], tmp_path: Path | None = None) -> ActionModule:
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    action = object.__new__(ActionModule)
+    action._task = SimpleNamespace(args=args, check_mode=False)
+    if tmp_path is not None:
+        action._find_needle = lambda _kind, needle: str(tmp_path / needle)  # type: ignore[method-assign]
+    return action
+
+
+def test_the_action_returns_the_engines_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    site, groups = load_inventory("tier2")
+    got = _action(monkeypatch, {"site": copy.deepcopy(site), "groups": groups}).run(task_vars={})
+    assert plan_sha256(got) == plan_sha256(cluster_plan(site, groups))
+    assert not RESERVED & set(got), "a plan section named like a task result key"
+
+
+def test_the_action_loads_a_plan_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    plan = cluster_plan(*load_inventory("tier1"))
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    got = _action(monkeypatch, {"site": {}, "groups": {}, "file": "plan.json"}, tmp_path).run(task_vars={})
+    assert plan_sha256(got) == plan_sha256(plan)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"schema": 1, "changed": true}'])
+def test_a_bad_plan_file_stops_the_task_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> None:
+    (tmp_path / "bad.json").write_text(text)
+    with pytest.raises(AnsibleActionFail, match=r"bad\.json"):
+        _action(monkeypatch, {"file": "bad.json"}, tmp_path).run(task_vars={})
+
+
+def test_a_bad_inventory_names_the_field_the_value_and_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    site, groups = load_inventory("tier1")
+    site = copy.deepcopy(site)
+    site["gpucluster_rollout"] = {"batch_size": 0}
+    with pytest.raises(AnsibleActionFail) as err:
+        _action(monkeypatch, {"site": site, "groups": groups}).run(task_vars={})
+    assert "inventory field 'gpucluster_rollout.batch_size': value 0 is not allowed" in str(err.value)
+
+
+def test_the_keys_ansible_adds_to_the_registered_plan_are_not_the_plans() -> None:
+    plan = cluster_plan(*load_inventory("tier2"))
+    registered = {**plan, "changed": False, "failed": False}
+    assert set(RESULT_KEYS) == {"changed", "failed"}
+    assert plan_data(registered) == plan
+    assert plan_sha256(plan_data(registered)) == plan_sha256(plan)
+    view = host_view(registered, "compute01")
+    assert not RESULT_KEYS & set(view)
+    assert view == host_view(plan, "compute01")
