@@ -69,7 +69,7 @@ unit: setup ## pytest: engine, filters, modules, parsers
 integration: setup ## the built tarball installed elsewhere: dependencies, plan playbook by FQCN (tests/integration)
 	$(BIN)/pytest tests/integration
 
-TIERS ?= tier1 tier2 tier3 tier4
+TIERS ?= tier1 tier2 tier3 tier4 tier4-k8s
 molecule: setup lab-images ## molecule scenarios (create, converge, idempotence, verify, destroy) for TIERS
 	$(BIN)/python tools/lab/molecule_suite.py $(TIERS)
 

@@ -15,6 +15,8 @@ from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("destroy", "create", "converge", "idempotence", "verify", "destroy")
+#: one per reference tier, and tier4-k8s's compute node set (the Kubernetes path); also make's TIERS
+DEFAULT_SCENARIOS = ("tier1", "tier2", "tier3", "tier4", "tier4-k8s")
 
 
 def run(tier: str, stage: str) -> tuple[int, float]:
@@ -85,4 +87,4 @@ def main(tiers: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:] or ["tier1", "tier2", "tier3", "tier4"]))
+    raise SystemExit(main(sys.argv[1:] or list(DEFAULT_SCENARIOS)))

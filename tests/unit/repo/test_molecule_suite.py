@@ -45,3 +45,12 @@ def test_the_summary_counts_outcomes_and_names_each_xfail(tmp_path: Path) -> Non
 
 def test_no_junit_file_is_said(tmp_path: Path) -> None:
     assert SUITE.verify_summary(tmp_path / "missing.xml") == "no JUnit file"
+
+
+def test_make_molecule_runs_every_scenario() -> None:
+    """Every scenario folder under molecule/ is in make molecule's default TIERS and the suite's default."""
+    scenarios = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
+    assert "tier4-k8s" in scenarios
+    make = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("TIERS ?="))
+    assert sorted(make.split("=", 1)[1].split()) == scenarios
+    assert sorted(SUITE.DEFAULT_SCENARIOS) == scenarios
