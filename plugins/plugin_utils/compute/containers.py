@@ -53,10 +53,10 @@ CONFIG_FILE = "/etc/gpucluster/containers.json"
 OCI_WRAPPER = "/usr/local/libexec/gpucluster/gpucluster-oci-run"
 #: The job containers' state and bundles, on tmpfs (mode 1777: each user's runc makes its own folder).
 OCI_RUN_DIR = "/run/gpucluster-containers"
-#: Per-user runc state (--root, %U the user's id), removed by the epilog per job.
-OCI_STATE_ROOT = f"{OCI_RUN_DIR}/user-%U"
+#: Per-user runc state (--root, %u the user name: 22.05 has no %U), removed by the epilog per job.
+OCI_STATE_ROOT = f"{OCI_RUN_DIR}/user-%u"
 #: Slurm's per-step bundle folder (ContainerPath, oci.conf [CR1]: %j job, %s step, %t task).
-OCI_CONTAINER_PATH = f"{OCI_RUN_DIR}/job-%j/step-%s.%t"
+OCI_CONTAINER_PATH = f"{OCI_RUN_DIR}/job-%j.%s.%t"
 #: The container id Slurm passes to the runtime: node, user, job, step, task ([CR1] "OCI Pattern").
 OCI_ID = "%n.%u.%j.%s.%t"
 #: Where the credentials of the registries are written (mode 0600, root): the pre-pull reads them.
@@ -231,17 +231,17 @@ def enroot_conf(cache_path: str) -> dict[str, str]:
     }
 
 
-def oci_conf(lab: bool) -> dict[str, str]:
-    """oci.conf ([CR1], Slurm 22.05 keys): runc through the plan's wrapper, rootless state per user, one
-    bundle folder per step. ``lab``: the nested containers of the lab (the wrapper then runs runc rootless,
-    without a PID namespace: see docs/containers.md, "In the lab")."""
-    run = f"{OCI_WRAPPER} --root {OCI_STATE_ROOT} --bundle %b --id {OCI_ID}"
+def oci_conf() -> dict[str, str]:
+    """oci.conf ([CR1], Slurm 22.05 keys): every runtime command through the plan's wrapper (which adds the
+    plan's mounts, environment and devices to the bundle), runc rootless with its state per user, one bundle
+    folder per task."""
+    wrap = f"{OCI_WRAPPER} --user %u --root {OCI_STATE_ROOT}"
     return {
         "ContainerPath": OCI_CONTAINER_PATH,
-        "RunTimeQuery": f"runc --rootless=true --root={OCI_STATE_ROOT} state {OCI_ID}",
-        "RunTimeKill": f"runc --rootless=true --root={OCI_STATE_ROOT} kill -a {OCI_ID}",
-        "RunTimeDelete": f"runc --rootless=true --root={OCI_STATE_ROOT} delete --force {OCI_ID}",
-        "RunTimeRun": run,
+        "RunTimeQuery": f"{wrap} state {OCI_ID}",
+        "RunTimeKill": f"{wrap} kill -a {OCI_ID}",
+        "RunTimeDelete": f"{wrap} delete --force {OCI_ID}",
+        "RunTimeRun": f"{wrap} run --bundle %b {OCI_ID}",
     }
 
 
@@ -310,7 +310,7 @@ def containers_plan(
         }
     else:
         out["oci"] = {
-            "conf": oci_conf(lab),
+            "conf": oci_conf(),
             "wrapper": OCI_WRAPPER,
             "run_dir": OCI_RUN_DIR,
             "state_root": OCI_STATE_ROOT,

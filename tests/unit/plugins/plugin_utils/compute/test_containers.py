@@ -62,8 +62,9 @@ def test_tier3_compute_gets_oci_conf_whose_mounts_and_env_are_the_plans() -> Non
     assert rendered["devices"][:8] == [f"/dev/nvidia{i}" for i in range(8)]
     assert "/dev/infiniband" in rendered["devices"]
     oci = render_role_template("compute", "oci.conf.j2", plan, "compute01")
-    assert 'RunTimeRun="/usr/local/libexec/gpucluster/gpucluster-oci-run --root ' in oci
-    assert 'ContainerPath="/run/gpucluster-containers/job-%j/step-%s.%t"' in oci
+    assert 'RunTimeRun="/usr/local/libexec/gpucluster/gpucluster-oci-run --user %u --root ' in oci
+    assert 'ContainerPath="/run/gpucluster-containers/job-%j.%s.%t"' in oci  # 22.05 makes no parent folders
+    assert "%U" not in oci  # 22.05 knows no %U: "unexpected replacement character: U"
     # the cache on the local NVMe scratch, not on Lustre
     assert c["cache"]["path"] == "/raid/containers" and c["cache"]["size_gb"] == 400
 
@@ -71,7 +72,7 @@ def test_tier3_compute_gets_oci_conf_whose_mounts_and_env_are_the_plans() -> Non
 def test_epilog_removes_the_jobs_container_state() -> None:
     epilog = render_role_template("compute", "gpucluster-epilog.j2", _tier("tier3"), "compute01")
     assert '/run/gpucluster-containers/user-*/*."$SLURM_JOB_ID".*' in epilog
-    assert 'rm -rf "/run/gpucluster-containers/job-$SLURM_JOB_ID"' in epilog
+    assert 'rm -rf "/run/gpucluster-containers/job-$SLURM_JOB_ID".*' in epilog
     assert epilog.rstrip().endswith("--mode epilog")  # the health check still decides the epilog's status
     plain = render_role_template("compute", "gpucluster-epilog.j2", _tier("tier2"), "compute01")
     assert "SLURM_JOB_ID" not in plain  # no runtime: the epilog as it was
