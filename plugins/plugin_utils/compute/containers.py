@@ -262,14 +262,10 @@ def containers_plan(
     known = {"runtime", "registries", "cache", "mounts"}
     unknown = sorted(set(raw) - known)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(known)))
-    runtime = check_choice(raw.get("runtime", "none"), f"{FIELD}.runtime", RUNTIMES)
-    if scheduler == "kubernetes":
-        require(
-            runtime == "none",
-            f"{FIELD}.runtime",
-            runtime,
-            "none on the Kubernetes path (the GPU Operator installs the NVIDIA Container Toolkit)",
-        )
+    requested = check_choice(raw.get("runtime", "none"), f"{FIELD}.runtime", RUNTIMES)
+    # the Kubernetes path installs no runtime: the GPU Operator brings the NVIDIA Container Toolkit, and the
+    # Ray templates use the same mounts and environment (kubernetes/manifests.py)
+    runtime = "none" if scheduler == "kubernetes" else requested
     kind = storage.get(storage["type"]) if isinstance(storage.get(storage["type"]), dict) else {}
     roots = [kind.get("mount_point")] + [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
     shared_roots = sorted({posixpath.normpath(r) for r in roots if isinstance(r, str)})
@@ -281,6 +277,11 @@ def containers_plan(
     out: dict[str, Any] = {
         "runtime": runtime,
         "enabled": runtime != "none",
+        "reason": (
+            f"{FIELD}.runtime {requested} applies to Slurm: on Kubernetes the GPU Operator carries the toolkit"
+            if runtime != requested
+            else f"{FIELD}.runtime {requested}"
+        ),
         "mounts": [asdict(m) for m in mounts],
         "env": dict(sorted(nccl_conf.items())),
         "devices": devices(gpus_per_node, fabric_type),
@@ -293,12 +294,6 @@ def containers_plan(
     }
     if runtime == "none":
         return out
-    require(
-        scheduler == "slurm",
-        f"{FIELD}.runtime",
-        runtime,
-        "none unless gpucluster_cluster.scheduler is slurm",
-    )
     out["cache"] = _cache(
         raw.get("cache", {}), storage.get("local_scratch"), shared_roots, int(drain.get("staging_bytes") or 0)
     )

@@ -158,9 +158,16 @@ def test_kubernetes_path_installs_no_runtime() -> None:
     site, groups = load_inventory("tier3")
     site = copy.deepcopy(site)
     site["gpucluster_cluster"] = {**site["gpucluster_cluster"], "scheduler": "kubernetes"}
-    with pytest.raises(PlanError) as err:
-        cluster_plan(site, groups)
-    assert err.value.field == "gpucluster_containers.runtime" and "GPU Operator" in err.value.allowed
+    plan = cluster_plan(site, groups)
+    c = plan["containers"]
+    assert c["runtime"] == "none" and "GPU Operator" in c["reason"]
+    assert not any(f["src"] in ("oci.conf.j2", "enroot.conf.j2") for f in plan["files"]["compute01"])
+    # the Ray workers mount what a Slurm job container gets, and carry nccl.conf's environment
+    worker = next(m["object"] for m in plan["kubernetes"]["manifests"] if m["object"]["kind"] == "RayCluster")
+    pod = worker["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert {m["target"] for m in c["mounts"]} <= mounts
+    assert {e["name"]: e["value"] for e in pod["containers"][0]["env"]} == c["env"]
 
 
 def _storage(scratch: str = "/raid") -> dict[str, Any]:
