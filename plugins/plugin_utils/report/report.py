@@ -584,7 +584,7 @@ def container_rows(c: dict[str, Any]) -> list[list[str]]:
         [
             "image cache",
             f"{cache['path']}, {cache['size_gb']} GB per node",
-            f"gpucluster_storage.local_scratch, never the shared FS (checkpoint staging takes {cache['staging_gb']:g} GB)",
+            f"gpucluster_storage.local_scratch, not the shared FS (staging takes {cache['staging_gb']:g} GB)",
         ],
     ]
     rows += [["mount", m["target"], m["why"]] for m in c["mounts"]]
