@@ -433,11 +433,18 @@ def nccl_env(plan: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """hostPath volumes for the shared file system paths the compute role mounts on every node."""
+    """hostPath volumes for the shared file system paths the compute role mounts on every node, the local
+    scratch, and every other mount a Slurm job container gets (plan.containers.mounts: the checkpoint
+    staging folder, the site's extra mounts; docs/containers.md): one convention for both schedulers."""
     st = plan["storage"]
     paths = dict(st.get("paths") or {})
     if st.get("local_scratch"):
         paths["scratch"] = st["local_scratch"]
+    extra = [
+        m["target"] for m in (plan.get("containers") or {}).get("mounts") or [] if m["target"] not in paths.values()
+    ]
+    for i, target in enumerate(extra):
+        paths[f"container-mount-{i}"] = target
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]  # NCCL's shared-memory transport
     for key, path in sorted(paths.items()):

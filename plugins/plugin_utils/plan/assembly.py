@@ -15,6 +15,7 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
     bringup,
     clocks,
+    containers,
     cooling,
     dcgm,
     health,
@@ -592,6 +593,16 @@ def cluster_plan(
                     unit["mtu"] = fab["roce"]["mtu"]
     # every address on one interface; every address a client mounts or peers with on its server
     system.check_addresses(plan["hosts"], plan["storage"])
+    # training jobs in containers: the runtime, and the mounts, environment and devices of every job container
+    plan["containers"] = containers.containers_plan(
+        site.raw.get("gpucluster_containers"),
+        scheduler=plan["cluster"]["scheduler"],
+        storage=plan["storage"],
+        nccl_conf=plan["nccl"]["conf"],
+        gpus_per_node=site.node.gpus_per_node,
+        fabric_type=fab["type"],
+        lab=plan["cluster"]["lab"],
+    )
     plan["files"] = files_manifest(plan, role_files)
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))

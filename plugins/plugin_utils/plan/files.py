@@ -102,6 +102,9 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "peermem": (bringup.get("gpudirect") or {}).get("method") == "nvidia_peermem",
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
         "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
+        # training jobs in containers (compute/containers.py): Enroot + Pyxis, or Slurm's oci.conf + runc
+        "containers_pyxis": (plan.get("containers") or {}).get("runtime") == "pyxis",
+        "containers_oci": (plan.get("containers") or {}).get("runtime") == "oci",
     }
 
 

@@ -592,9 +592,37 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         sections.append(_section("Slurm controllers", ha_rows(plan["slurm"]["ha"]), HA_INTRO))
     if "modes" in plan.get("health", {}):  # the health check's Slurm hooks (compute/health.py)
         sections.append(_section("Node health check", health_rows(plan["health"]), HEALTH_INTRO))
+    if (plan.get("containers") or {}).get("enabled"):  # training jobs in containers (compute/containers.py)
+        sections.append(_section("Job containers", container_rows(plan["containers"]), CONTAINERS_INTRO))
     sections.append(_parallelism_section(plan))
     sections.append(_acceptance_section(plan))
     return sections
+
+
+CONTAINERS_INTRO = (
+    "Every job container gets the same mounts, environment and devices, on Slurm (pyxis or oci) and in the "
+    "Kubernetes path's Ray templates (docs/containers.md)."
+)
+
+
+def container_rows(c: dict[str, Any]) -> list[list[str]]:
+    """The job containers' runtime, image cache, mounts, environment and devices (plan.containers)."""
+    cache = c["cache"]
+    how = "pyxis: plugstack.conf + enroot.conf" if c["runtime"] == "pyxis" else "oci: oci.conf + runc"
+    rows = [
+        ["runtime", c["runtime"], f"gpucluster_containers.runtime ({how})"],
+        [
+            "image cache",
+            f"{cache['path']}, {cache['size_gb']} GB per node",
+            f"gpucluster_storage.local_scratch, not the shared FS (staging takes {cache['staging_gb']:g} GB)",
+        ],
+    ]
+    rows += [["mount", m["target"], m["why"]] for m in c["mounts"]]
+    rows += [["env " + k, v, "/etc/nccl.conf"] for k, v in c["env"].items()]
+    rows.append(["devices", ", ".join(c["devices"]), "the node's GPUs and the fabric's RDMA devices"])
+    rows += [["registry " + r["host"], r["credential"] or "anonymous", "credential by name (site secret store)"]
+             for r in c["registries"]]  # fmt: skip
+    return rows
 
 
 def _power_warnings(plan: dict[str, Any]) -> list[str]:

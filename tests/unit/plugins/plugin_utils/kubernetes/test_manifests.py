@@ -138,7 +138,10 @@ def test_worker_pods_carry_the_nccl_conf_and_take_whole_nodes(plan: dict[str, An
         assert pod["hostNetwork"] is True  # NCCL_SOCKET_IFNAME (eno1) and the rails are the node's own
         assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert set(plan["storage"]["paths"].values()) | {plan["storage"]["local_scratch"], "/dev/shm"} == mounts
+        # the same mounts as a Slurm job container's (plan.containers.mounts), the local scratch and /dev/shm
+        containers = {m["target"] for m in plan["containers"]["mounts"]}
+        assert set(plan["storage"]["paths"].values()) <= containers
+        assert containers | {plan["storage"]["local_scratch"], "/dev/shm"} == mounts
         assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == plan["tenants"][0]["name"]
 
 

@@ -1,0 +1,347 @@
+"""Training jobs in containers: the runtime a compute node gets and what every job container sees.
+
+Inventory ``gpucluster_containers`` (optional; ``runtime: none`` by default):
+
+- ``runtime``: ``pyxis`` (Enroot + the Pyxis SPANK plugin: ``srun --container-image=nvcr.io#nvidia/pytorch:...``,
+  docs/sources.md [CR2] [CR3]), ``oci`` (Slurm's own ``srun --container=<OCI bundle>`` through ``oci.conf``
+  and runc, with the NVIDIA Container Toolkit's OCI hook, [CR1] [CR4]) or ``none``. The Kubernetes path
+  installs nothing (the GPU Operator carries the toolkit): ``none`` there, and its Ray templates use the
+  same mounts and environment (kubernetes/manifests.py).
+- ``registries``: ``[{host, credential}]``: a registry and the NAME of its credential in the site's secret
+  store (the compute role's ``compute_container_credentials``, from Ansible Vault or a lookup); the secret
+  itself never enters the inventory or the plan.
+- ``cache``: ``{path, size_gb, local_capacity_gb}``: where images are cached on the node's local NVMe
+  (default ``<gpucluster_storage.local_scratch>/containers``), how much it may hold (default
+  :data:`CACHE_SIZE_GB`), and the usable size of that local scratch when the site knows it (the cache
+  and the async checkpoints' staging space share it).
+- ``mounts``: extra host paths every job container gets, each inside a planned file system (the shared
+  paths or the local scratch).
+
+What the plan gives every job container, whatever the runtime (the same lists for Slurm and Kubernetes):
+the mounts (the shared file system's planned paths, the checkpoint staging folder, the extra ones), the
+environment (nccl.conf's keys and values: the HCAs, the socket interface, ...) and the devices (the GPUs,
+the RDMA devices of the fabric).
+
+Pure functions of plain data; no I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+    require,
+)
+
+FIELD = "gpucluster_containers"
+RUNTIMES = ("pyxis", "oci", "none")
+#: Default image cache size per node: an NGC PyTorch image is ~10 GB compressed, ~20 GB as an Enroot
+#: squashfs (docs/sources.md [CR5]); 200 GB keeps about ten of them (a project choice).
+CACHE_SIZE_GB = 200
+#: The cache's folder under the local scratch when the site names none (a project choice).
+CACHE_DIR = "containers"
+#: The plan's container settings as the OCI wrapper reads them (oci runtime; roles/compute).
+CONFIG_FILE = "/etc/gpucluster/containers.json"
+#: The program oci.conf's RunTimeRun calls: adds the plan's mounts, environment and devices to the
+#: bundle Slurm generated, then runs runc (roles/compute/files/gpucluster-oci-run).
+OCI_WRAPPER = "/usr/local/libexec/gpucluster/gpucluster-oci-run"
+#: The job containers' state and bundles, on tmpfs (mode 1777: each user's runc makes its own folder).
+OCI_RUN_DIR = "/run/gpucluster-containers"
+#: Per-user runc state (--root, %u the user name: 22.05 has no %U), removed by the epilog per job.
+OCI_STATE_ROOT = f"{OCI_RUN_DIR}/user-%u"
+#: Slurm's per-step bundle folder (ContainerPath, oci.conf [CR1]: %j job, %s step, %t task).
+OCI_CONTAINER_PATH = f"{OCI_RUN_DIR}/job-%j.%s.%t"
+#: The container id Slurm passes to the runtime: node, user, job, step, task ([CR1] "OCI Pattern").
+OCI_ID = "%n.%u.%j.%s.%t"
+#: Where the credentials of the registries are written (mode 0600, root): the pre-pull reads them.
+CREDENTIALS_FILE = {"pyxis": "/etc/enroot/.credentials", "oci": "/etc/gpucluster/containers/auth.json"}
+#: The SPANK plugin line of Pyxis ([CR3]: "required /usr/local/lib/slurm/spank_pyxis.so" in plugstack.conf).
+PYXIS_PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"
+#: Enroot's NVIDIA hook (enroot+caps ships hooks.d/98-nvidia.sh; it calls nvidia-container-cli, [CR2] [CR4]).
+ENROOT_NVIDIA_HOOK = "/etc/enroot/hooks.d/98-nvidia.sh"
+#: The NVIDIA Container Toolkit's OCI prestart hook (nvidia-container-toolkit, [CR4]).
+OCI_NVIDIA_HOOK = "/usr/bin/nvidia-container-runtime-hook"
+#: GPU device nodes besides /dev/nvidiaN ([CR4]: what nvidia-container-cli mounts for compute).
+GPU_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+#: The RDMA devices (uverbs, rdma_cm) of an InfiniBand or RoCE fabric: the folder, whatever the HCA count.
+RDMA_DEVICE_DIR = "/dev/infiniband"
+
+_HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?\Z")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path every job container gets at the same path."""
+
+    source: str
+    target: str
+    options: str  # "rw" or "ro"
+    why: str
+
+
+def _inside(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
+def _abs(value: Any, field: str, what: str) -> str:
+    require(
+        isinstance(value, str) and value.startswith("/") and "\n" not in value and " " not in value,
+        field,
+        value,
+        f"an absolute path without spaces ({what})",
+    )
+    return posixpath.normpath(value)
+
+
+def _registries(raw: Any) -> list[dict[str, str]]:
+    field = f"{FIELD}.registries"
+    require(isinstance(raw, list), field, raw, "a list of {host, credential}")
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"{field}[{i}]"
+        require(isinstance(entry, dict), where, entry, "a mapping {host, credential}")
+        secret_keys = sorted(set(entry) & {"password", "token", "secret", "username", "auth"})
+        require(
+            not secret_keys,
+            f"{where}.{secret_keys[0] if secret_keys else ''}",
+            "<hidden>",
+            "no secret in the inventory: name the credential (credential: NAME) and give it in the compute "
+            "role's compute_container_credentials from the site's secret store",
+        )
+        host = entry.get("host")
+        require(
+            isinstance(host, str) and bool(_HOST.match(host)), f"{where}.host", host, "a registry host name (nvcr.io)"
+        )
+        cred = entry.get("credential")
+        require(
+            cred is None or (isinstance(cred, str) and bool(_NAME.match(cred))),
+            f"{where}.credential",
+            cred,
+            "the name of a credential in the site's secret store (letters, digits, '_'), or none (anonymous)",
+        )
+        out.append({"host": str(host), "credential": cred})
+    hosts = [r["host"] for r in out]
+    require(len(set(hosts)) == len(hosts), field, hosts, "each registry host once")
+    return out
+
+
+def _cache(raw: Any, local_scratch: str | None, shared_roots: list[str], staging_bytes: int) -> dict[str, Any]:
+    field = f"{FIELD}.cache"
+    require(isinstance(raw, dict), field, raw, "a mapping {path, size_gb, local_capacity_gb}")
+    require(
+        bool(local_scratch),
+        "gpucluster_storage.local_scratch",
+        local_scratch,
+        "the node-local NVMe scratch folder: the container image cache lives there",
+    )
+    scratch = posixpath.normpath(str(local_scratch))
+    path = _abs(raw.get("path", posixpath.join(scratch, CACHE_DIR)), f"{field}.path", "on the local NVMe scratch")
+    for root in shared_roots:
+        require(
+            not _inside(path, root),
+            f"{field}.path",
+            path,
+            f"a folder on the node-local NVMe scratch {scratch}, not on the shared file system {root} "
+            "(every node would write its own cache into one file system)",
+        )
+    require(
+        _inside(path, scratch) and path != scratch,
+        f"{field}.path",
+        path,
+        f"a folder inside the node-local NVMe scratch {scratch} (gpucluster_storage.local_scratch)",
+    )
+    size = int(check_range(raw.get("size_gb", CACHE_SIZE_GB), f"{field}.size_gb", 1, 1_000_000, integer=True))
+    capacity = raw.get("local_capacity_gb")
+    staging_gb = staging_bytes / 1e9
+    if capacity is not None:
+        capacity = int(check_range(capacity, f"{field}.local_capacity_gb", 1, 10_000_000, integer=True))
+        require(
+            size + staging_gb <= capacity,
+            f"{field}.size_gb",
+            size,
+            f"at most {max(capacity - staging_gb, 0):.0f} GB: the local scratch {scratch} holds {capacity} GB "
+            f"({field}.local_capacity_gb) and the checkpoint staging takes {staging_gb:.0f} GB of it",
+        )
+    return {
+        "path": path,
+        "size_gb": size,
+        "filesystem": scratch,
+        "local_capacity_gb": capacity,
+        "staging_gb": round(staging_gb, 1),
+    }
+
+
+def _mounts(
+    extra: Any, paths: dict[str, str], staging: str | None, shared_roots: list[str], local_scratch: str | None
+) -> list[Mount]:
+    field = f"{FIELD}.mounts"
+    out = [Mount(p, p, "rw", f"gpucluster_storage.paths.{k}") for k, p in sorted(paths.items())]
+    if staging:
+        out.append(Mount(staging, staging, "rw", "checkpoint staging (gpucluster_workload.checkpoint_async)"))
+    require(isinstance(extra, list), field, extra, "a list of absolute host paths")
+    planned = [*shared_roots, *paths.values(), *([local_scratch] if local_scratch else [])]
+    for i, raw in enumerate(extra):
+        path = _abs(raw, f"{field}[{i}]", "a host path inside a planned file system")
+        require(
+            any(_inside(path, root) for root in planned),
+            f"{field}[{i}]",
+            raw,
+            "a path inside a planned file system: " + ", ".join(sorted(set(planned))),
+        )
+        out.append(Mount(path, path, "rw", f"{field}[{i}]"))
+    seen: dict[str, str] = {}
+    unique = []
+    for m in out:
+        if m.target not in seen:
+            seen[m.target] = m.why
+            unique.append(m)
+    return unique
+
+
+def devices(gpus_per_node: int, fabric_type: str) -> list[str]:
+    """The device nodes a job container gets: the GPUs, their control devices, the RDMA devices."""
+    gpus = [f"/dev/nvidia{i}" for i in range(gpus_per_node)]
+    rdma = [RDMA_DEVICE_DIR] if fabric_type in ("infiniband", "roce") else []
+    return [*gpus, *GPU_CONTROL_DEVICES, *rdma]
+
+
+def enroot_conf(cache_path: str) -> dict[str, str]:
+    """enroot.conf ([CR2]): per-user runtime and container data on the local NVMe, the image cache per
+    group there too (one pull serves a team), home mounted, the GPUs and RDMA through the hooks."""
+    return {
+        "ENROOT_RUNTIME_PATH": "/run/enroot/user-$(id -u)",
+        "ENROOT_CACHE_PATH": f"{cache_path}/enroot-cache/group-$(id -g)",
+        "ENROOT_DATA_PATH": f"{cache_path}/enroot-data/user-$(id -u)",
+        "ENROOT_TEMP_PATH": f"{cache_path}/enroot-tmp",
+        "ENROOT_SQUASH_OPTIONS": "-noI -noD -noF -noX -no-duplicates",
+        "ENROOT_MOUNT_HOME": "yes",
+        "ENROOT_RESTRICT_DEV": "yes",
+        "ENROOT_ROOTFS_WRITABLE": "yes",
+        # per-user limits of an import: parallel layer downloads and decompression
+        "ENROOT_MAX_CONNECTIONS": "10",
+        "ENROOT_MAX_PROCESSORS": "$(nproc)",
+    }
+
+
+def oci_conf() -> dict[str, str]:
+    """oci.conf ([CR1], Slurm 22.05 keys): every runtime command through the plan's wrapper (which adds the
+    plan's mounts, environment and devices to the bundle), runc rootless with its state per user, one bundle
+    folder per task."""
+    wrap = f"{OCI_WRAPPER} --user %u --root {OCI_STATE_ROOT}"
+    return {
+        "ContainerPath": OCI_CONTAINER_PATH,
+        "RunTimeQuery": f"{wrap} state {OCI_ID}",
+        "RunTimeKill": f"{wrap} kill -a {OCI_ID}",
+        "RunTimeDelete": f"{wrap} delete --force {OCI_ID}",
+        "RunTimeRun": f"{wrap} run --bundle %b {OCI_ID}",
+    }
+
+
+def containers_plan(
+    raw: Any,
+    *,
+    scheduler: str,
+    storage: dict[str, Any],
+    nccl_conf: dict[str, str],
+    gpus_per_node: int,
+    fabric_type: str,
+    lab: bool,
+) -> dict[str, Any]:
+    """plan["containers"]: the runtime, its files' settings, and the mounts, environment and devices of
+    every job container. ``storage``: plan["storage"] (paths, local scratch, the checkpoint drain)."""
+    raw = {} if raw is None else raw
+    require(isinstance(raw, dict), FIELD, raw, "a mapping {runtime, registries, cache, mounts}")
+    known = {"runtime", "registries", "cache", "mounts"}
+    unknown = sorted(set(raw) - known)
+    require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(known)))
+    requested = check_choice(raw.get("runtime", "none"), f"{FIELD}.runtime", RUNTIMES)
+    # the Kubernetes path installs no runtime: the GPU Operator brings the NVIDIA Container Toolkit, and the
+    # Ray templates use the same mounts and environment (kubernetes/manifests.py)
+    runtime = "none" if scheduler == "kubernetes" else requested
+    kind = storage.get(storage["type"]) if isinstance(storage.get(storage["type"]), dict) else {}
+    roots = [kind.get("mount_point")] + [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
+    shared_roots = sorted({posixpath.normpath(r) for r in roots if isinstance(r, str)})
+    paths = {k: str(v) for k, v in (storage.get("paths") or {}).items() if isinstance(v, str)}
+    drain = storage.get("checkpoint_drain") or {}
+    staging = drain.get("staging_path") if drain.get("enabled") else None
+    mounts = _mounts(raw.get("mounts", []), paths, staging, shared_roots, storage.get("local_scratch"))
+    registries = _registries(raw.get("registries", []))
+    out: dict[str, Any] = {
+        "runtime": runtime,
+        "enabled": runtime != "none",
+        "reason": (
+            f"{FIELD}.runtime {requested} applies to Slurm: on Kubernetes the GPU Operator carries the toolkit"
+            if runtime != requested
+            else f"{FIELD}.runtime {requested}"
+        ),
+        "mounts": [asdict(m) for m in mounts],
+        "env": dict(sorted(nccl_conf.items())),
+        "devices": devices(gpus_per_node, fabric_type),
+        "registries": registries,
+        "credentials_file": CREDENTIALS_FILE.get(runtime),
+        "config_file": CONFIG_FILE,
+        "cache": None,
+        "enroot": None,
+        "oci": None,
+    }
+    if runtime == "none":
+        return out
+    out["cache"] = _cache(
+        raw.get("cache", {}), storage.get("local_scratch"), shared_roots, int(drain.get("staging_bytes") or 0)
+    )
+    if runtime == "pyxis":
+        out["enroot"] = {
+            "conf": enroot_conf(out["cache"]["path"]),
+            "nvidia_hook": ENROOT_NVIDIA_HOOK,
+            "plugin": PYXIS_PLUGIN,
+        }
+    else:
+        out["oci"] = {
+            "conf": oci_conf(),
+            "wrapper": OCI_WRAPPER,
+            "run_dir": OCI_RUN_DIR,
+            "state_root": OCI_STATE_ROOT,
+            "container_path": OCI_CONTAINER_PATH,
+            "nvidia_hook": OCI_NVIDIA_HOOK,
+            # the lab's nodes are containers without CAP_SYS_ADMIN: runc runs rootless there, without a
+            # PID namespace and with the node's /proc (docs/containers.md, "In the lab")
+            "nested": lab,
+        }
+        out["oci"]["config"] = config_json(out)  # /etc/gpucluster/containers.json, read by the wrapper
+    return out
+
+
+def config_json(plan_containers: dict[str, Any]) -> dict[str, Any]:
+    """/etc/gpucluster/containers.json: what the OCI wrapper adds to every bundle (plain data)."""
+    oci = plan_containers.get("oci") or {}
+    return {
+        "mounts": [
+            {"source": m["source"], "target": m["target"], "options": m["options"]} for m in plan_containers["mounts"]
+        ],
+        "env": plan_containers["env"],
+        "devices": plan_containers["devices"],
+        "nvidia_hook": oci.get("nvidia_hook"),
+        "nested": bool(oci.get("nested")),
+    }
+
+
+__all__ = [
+    "CACHE_SIZE_GB",
+    "FIELD",
+    "RUNTIMES",
+    "Mount",
+    "PlanError",
+    "config_json",
+    "containers_plan",
+    "devices",
+    "enroot_conf",
+    "oci_conf",
+]
