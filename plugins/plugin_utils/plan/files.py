@@ -67,6 +67,25 @@ class RoleFile:
     condition: str | None
     planned: bool
     each: str | None
+    mode: str = "0644"
+    notify: tuple[str, ...] = ()
+    validate: str | None = None
+    mkdir: bool = False
+    own: bool = False
+
+    def entry(self) -> dict[str, Any]:
+        """The manifest entry: role, template, destination and how the host_files writer installs it
+        (mode; notify, validate, mkdir and task only when set, as in the role's list)."""
+        out: dict[str, Any] = {"role": self.role, "src": self.src, "dest": self.dest, "mode": self.mode}
+        if self.notify:
+            out["notify"] = list(self.notify)
+        if self.validate:
+            out["validate"] = self.validate
+        if self.mkdir:
+            out["mkdir"] = True
+        if self.own:
+            out["task"] = "own"
+        return out
 
     def on(self, roles: list[str]) -> bool:
         """Whether a host with these roles gets the file (conditions aside)."""
@@ -126,6 +145,13 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
     )
     for key in ("mkdir", "plan"):
         require(isinstance(raw.get(key, True), bool), f"{where}.{key}", raw.get(key), "true or false")
+    validate = raw.get("validate")
+    require(
+        validate is None or (isinstance(validate, str) and "%s" in validate),
+        f"{where}.validate",
+        validate,
+        "a command with %s for the new file, such as 'nft --check --file %s'",
+    )
     require(raw.get("task", "own") == "own", f"{where}.task", raw.get("task"), "own")
     require(raw.get("each") in (None, *EACH), f"{where}.each", raw.get("each"), "one of " + ", ".join(EACH))
     require(
@@ -142,6 +168,11 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
         condition=condition,
         planned=raw.get("plan", True),
         each=raw.get("each"),
+        mode=raw["mode"],
+        notify=tuple(notify),
+        validate=raw.get("validate"),
+        mkdir=bool(raw.get("mkdir", False)),
+        own=raw.get("task") == "own",
     )
 
 
@@ -164,7 +195,9 @@ def role_file_entries(role_files: Mapping[str, Any], known: Mapping[str, bool]) 
 
 
 def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
-    """Per host, the role files it gets: role, template and destination (and the unit of a per-unit file).
+    """Per host, the role files it gets: role, template, destination and how it is installed (mode;
+    notify, validate, mkdir, task when set), and the unit of a per-unit file. The roles write each
+    entry without a task of its own with gpucluster.tiers.host_files (roles/common/tasks/configure.yml).
 
     ``role_files``: each role's list from ``roles/<role>/vars/files.yml``; None (a caller without
     the roles, e.g. a benchmark) gives every host an empty list. Entries with ``plan: false``
@@ -181,16 +214,11 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
     out: dict[str, list[dict[str, Any]]] = {}
     for name, host in plan["hosts"].items():
         roles = host["roles"]
-        files = [
-            {"role": f.role, "src": f.src, "dest": f.dest}
-            for f in plain
-            if f.on(roles) and (f.condition is None or known[f.condition])
-        ]
+        files = [f.entry() for f in plain if f.on(roles) and (f.condition is None or known[f.condition])]
         for f in per_unit:
             if f.on(roles) and (f.condition is None or known[f.condition]):
                 files += [
-                    {"role": f.role, "src": f.src, "dest": f"{f.dest}/{unit['name']}", "unit": unit}
-                    for unit in host["network_units"]
+                    {**f.entry(), "dest": f"{f.dest}/{unit['name']}", "unit": unit} for unit in host["network_units"]
                 ]
         out[name] = files
     return out
