@@ -46,8 +46,24 @@ FIELDS: frozenset[str] = frozenset(
 #: site.yml does not run the slurm role there, so the plan must not list its files either.
 SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 
-#: Per-unit files: ``each: network_unit`` gives one file per interface unit of the host, at <dest>/<unit name>.
-EACH: tuple[str, ...] = ("network_unit",)
+#: Per-unit files, one per unit of the plan at <dest>/<unit name>, the unit as ``item.unit``:
+#: ``network_unit`` the host's interface units (name); ``nfs_mount`` the NFS client mount units of an
+#: NFS plan (storage.nfs.client_mounts, unit_name); ``slurm_state_mount`` the mount unit of Slurm's
+#: shared StateSaveLocation (slurm.ha.state_save_mount, unit_name).
+EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "slurm_state_mount")
+
+
+def _units(kind: str, plan: Mapping[str, Any], host: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(file name, unit) of each unit of a per-unit kind for this host."""
+    if kind == "network_unit":
+        return [(unit["name"], unit) for unit in host["network_units"]]
+    if kind == "nfs_mount":
+        nfs = plan["storage"].get("nfs") or {}
+        mounts = nfs.get("client_mounts") or [] if plan["storage"]["type"] == "nfs" else []
+        return [(unit["unit_name"], unit) for unit in mounts]
+    mount = ((plan.get("slurm") or {}).get("ha") or {}).get("state_save_mount")
+    return [(mount["unit_name"], mount)] if mount else []
+
 
 _MODE = re.compile(r"^0[0-7]{3}\Z")
 
@@ -155,10 +171,10 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
     require(raw.get("task", "own") == "own", f"{where}.task", raw.get("task"), "own")
     require(raw.get("each") in (None, *EACH), f"{where}.each", raw.get("each"), "one of " + ", ".join(EACH))
     require(
-        raw.get("each") is None or raw.get("task") == "own",
+        raw.get("each") != "network_unit" or raw.get("task") == "own",
         f"{where}.task",
         raw.get("task"),
-        "own for a per-unit file (each)",
+        "own for the interface units (each: network_unit; tasks/network.yml picks their folder)",
     )
     return RoleFile(
         role=role,
@@ -210,7 +226,8 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
         if f.planned and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
     ]
     plain = [f for f in entries if f.each is None]
-    per_unit = [f for f in entries if f.each == "network_unit"]
+    # the interface units last, as before the other kinds existed (a stable sort keeps role order)
+    per_unit = sorted((f for f in entries if f.each is not None), key=lambda f: f.each == "network_unit")
     out: dict[str, list[dict[str, Any]]] = {}
     for name, host in plan["hosts"].items():
         roles = host["roles"]
@@ -218,7 +235,8 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
         for f in per_unit:
             if f.on(roles) and (f.condition is None or known[f.condition]):
                 files += [
-                    {**f.entry(), "dest": f"{f.dest}/{unit['name']}", "unit": unit} for unit in host["network_units"]
+                    {**f.entry(), "dest": f"{f.dest}/{unit_name}", "unit": unit}
+                    for unit_name, unit in _units(str(f.each), plan, host)
                 ]
         out[name] = files
     return out

@@ -61,9 +61,9 @@ def test_every_template_is_listed_once_and_every_listed_template_exists(role: st
 def test_own_files_have_their_task_and_looped_files_no_other_writer(role: str) -> None:
     literal = {(t["src"], t["dest"]) for t in _templates(role) if "{{" not in f"{t['src']}{t['dest']}"}
     for f in ROLE_FILES[role]:
-        if f.get("each"):  # one file per interface unit: its own host_files task (dest_dir: the units' folder)
-            assert f.get("task") == "own", f
-            assert any(f"'{f['src']}'" in str(t["files"]) for t in _host_files(role)), f
+        if f.get("each"):  # one file per unit: an own one has its host_files task, the others the shared writer
+            named = any(f"'{f['src']}'" in str(t["files"]) for t in _host_files(role))
+            assert named == (f.get("task") == "own"), f
             continue
         assert ((f["src"], f["dest"]) in literal) == (f.get("task") == "own"), f
     assert {src for src, _ in literal} <= {f["src"] for f in ROLE_FILES[role]}
@@ -116,3 +116,23 @@ def test_the_filters_plan_has_the_roles_files() -> None:
     plan = FilterModule().filters()["cluster_plan"](site, groups)
     assert plan["files"] == cluster_plan(site, groups)["files"]
     assert all(plan["files"].values())
+
+
+def test_the_planned_mount_units_go_where_the_plan_says() -> None:
+    """The NFS client mounts and Slurm's shared state mount: per-unit files at the plan's unit_path."""
+    for tier, kind in (("tier2", "nfs_mount"), ("tier4", "slurm_state_mount")):
+        plan = cluster_plan(*load_inventory(tier))
+        units = [f for files in plan["files"].values() for f in files if f["src"].endswith(".mount.j2")]
+        assert units, (tier, kind)
+        assert all(f["dest"] == f["unit"]["unit_path"] for f in units)
+    for src in ("compute/templates/nfs-client.mount.j2", "slurm/templates/slurm-state.mount.j2"):
+        assert (ROOT / "roles" / src).read_text() == "{{ item.unit.unit_text }}"  # the plan's text, byte for byte
+
+
+def test_the_written_files_are_read_from_the_shared_writers_result() -> None:
+    """common_files_written (the shared writer registers it for the importing role); no per-role copy."""
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        text = path.read_text()
+        for role in ROLES:
+            if role != "common":
+                assert f"{role}_files_written" not in text, path
