@@ -66,6 +66,7 @@ def test_config_is_installed_on_compute_nodes(plan: dict[str, Any]) -> None:
     entry = {"role": "compute", "src": "healthcheck.json.j2", "dest": "/etc/gpucluster/healthcheck.json"}
     listed = next(f for f in ROLE_FILES["compute"] if f["src"] == entry["src"])
     assert (listed["dest"], listed["hosts"]) == (entry["dest"], "compute")
+
     def placed(host: str) -> list[dict[str, Any]]:  # role, template, destination of each manifest entry
         return [{key: f[key] for key in entry} for f in plan["files"][host]]
 
