@@ -23,8 +23,8 @@ lab-down: setup ## remove the containers and network of TIER
 lab-shell: ## a root shell in HOST of the running lab TIER
 	podman exec -it gpucluster-$(TIER)-$(HOST) bash -l
 
-bench-lab: setup lab-images ## first converge + idempotent re-run, project ansible.cfg vs stock settings
-	$(BIN)/python tools/lab/bench_lab.py $(TIER)
+bench-lab: setup lab-images ## converge + idempotent re-run side by side: project ansible.cfg, + mitogen (if installed), stock (BENCH_ARGS=--rerun-only: re-runs on the running lab)
+	$(BIN)/python tools/lab/bench_lab.py $(TIER) $(BENCH_ARGS)
 
 validate: setup ## acceptance checks (nccl-tests, ib_write_bw, fio, dcgmi) on the running lab of TIER -> build/validate/<name>/
 	$(BIN)/ansible-playbook $(LAB_INVENTORY) $(LAB_CONNECT) playbooks/validate.yml $(VALIDATE_ARGS)

@@ -35,6 +35,29 @@ def _inside(root: str, relative: str) -> str:
     return dest
 
 
+def render(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], source: str) -> str:
+    """One manifest entry's template rendered for the host, as ansible.builtin.template would.
+
+    The host's variables plus ``item`` (the entry: a per-unit file reads ``item.unit``) and the
+    template variables (ansible_managed, template_path, ...); trim_blocks on, backslashes kept.
+    Shared by this action (make plan) and gpucluster.tiers.host_files (the roles), so what a
+    host gets is what make plan shows, byte for byte.
+    """
+    if not os.path.isfile(source):
+        raise AnsibleActionFail(f"no template {source}")
+    data = trust_as_template(action._loader.get_text_file_contents(source))
+    variables = dict(task_vars)
+    variables["item"] = item
+    variables.update(
+        _template_vars.generate_ansible_template_vars(
+            path=item["src"], fullpath=source, dest_path=item["dest"], include_ansible_managed=True
+        )
+    )
+    templar = action._templar.copy_with_new_env(searchpath=[os.path.dirname(source)], available_variables=variables)
+    text = templar.template(data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False})
+    return text or ""
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -51,23 +74,8 @@ class ActionModule(ActionBase):
         checksums: dict[str, str] = {}
         for item in files:
             source = os.path.join(template_root, item["role"], "templates", item["src"])
-            if not os.path.isfile(source):
-                raise AnsibleActionFail(f"no template {source}")
             dest = _inside(root, item["dest"])
-            data = trust_as_template(self._loader.get_text_file_contents(source))
-            variables = dict(task_vars)
-            variables["item"] = item
-            variables.update(
-                _template_vars.generate_ansible_template_vars(
-                    path=item["src"], fullpath=source, dest_path=item["dest"], include_ansible_managed=True
-                )
-            )
-            searchpath = [os.path.dirname(source)]
-            templar = self._templar.copy_with_new_env(searchpath=searchpath, available_variables=variables)
-            text = templar.template(
-                data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False}
-            )
-            content = (text or "").encode("utf-8")
+            content = render(self, task_vars, item, source).encode("utf-8")
             checksums[item["dest"]] = hashlib.sha256(content).hexdigest()
             try:
                 with open(dest, "rb") as handle:

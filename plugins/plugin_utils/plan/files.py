@@ -46,8 +46,24 @@ FIELDS: frozenset[str] = frozenset(
 #: site.yml does not run the slurm role there, so the plan must not list its files either.
 SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 
-#: Per-unit files: ``each: network_unit`` gives one file per interface unit of the host, at <dest>/<unit name>.
-EACH: tuple[str, ...] = ("network_unit",)
+#: Per-unit files, one per unit of the plan at <dest>/<unit name>, the unit as ``item.unit``:
+#: ``network_unit`` the host's interface units (name); ``nfs_mount`` the NFS client mount units of an
+#: NFS plan (storage.nfs.client_mounts, unit_name); ``slurm_state_mount`` the mount unit of Slurm's
+#: shared StateSaveLocation (slurm.ha.state_save_mount, unit_name).
+EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "slurm_state_mount")
+
+
+def _units(kind: str, plan: Mapping[str, Any], host: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(file name, unit) of each unit of a per-unit kind for this host."""
+    if kind == "network_unit":
+        return [(unit["name"], unit) for unit in host["network_units"]]
+    if kind == "nfs_mount":
+        nfs = plan["storage"].get("nfs") or {}
+        mounts = nfs.get("client_mounts") or [] if plan["storage"]["type"] == "nfs" else []
+        return [(unit["unit_name"], unit) for unit in mounts]
+    mount = ((plan.get("slurm") or {}).get("ha") or {}).get("state_save_mount")
+    return [(mount["unit_name"], mount)] if mount else []
+
 
 _MODE = re.compile(r"^0[0-7]{3}\Z")
 
@@ -67,6 +83,25 @@ class RoleFile:
     condition: str | None
     planned: bool
     each: str | None
+    mode: str = "0644"
+    notify: tuple[str, ...] = ()
+    validate: str | None = None
+    mkdir: bool = False
+    own: bool = False
+
+    def entry(self) -> dict[str, Any]:
+        """The manifest entry: role, template, destination and how the host_files writer installs it
+        (mode; notify, validate, mkdir and task only when set, as in the role's list)."""
+        out: dict[str, Any] = {"role": self.role, "src": self.src, "dest": self.dest, "mode": self.mode}
+        if self.notify:
+            out["notify"] = list(self.notify)
+        if self.validate:
+            out["validate"] = self.validate
+        if self.mkdir:
+            out["mkdir"] = True
+        if self.own:
+            out["task"] = "own"
+        return out
 
     def on(self, roles: list[str]) -> bool:
         """Whether a host with these roles gets the file (conditions aside)."""
@@ -129,13 +164,20 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
     )
     for key in ("mkdir", "plan"):
         require(isinstance(raw.get(key, True), bool), f"{where}.{key}", raw.get(key), "true or false")
+    validate = raw.get("validate")
+    require(
+        validate is None or (isinstance(validate, str) and "%s" in validate),
+        f"{where}.validate",
+        validate,
+        "a command with %s for the new file, such as 'nft --check --file %s'",
+    )
     require(raw.get("task", "own") == "own", f"{where}.task", raw.get("task"), "own")
     require(raw.get("each") in (None, *EACH), f"{where}.each", raw.get("each"), "one of " + ", ".join(EACH))
     require(
-        raw.get("each") is None or raw.get("task") == "own",
+        raw.get("each") != "network_unit" or raw.get("task") == "own",
         f"{where}.task",
         raw.get("task"),
-        "own for a per-unit file (each)",
+        "own for the interface units (each: network_unit; tasks/network.yml picks their folder)",
     )
     return RoleFile(
         role=role,
@@ -145,6 +187,11 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
         condition=condition,
         planned=raw.get("plan", True),
         each=raw.get("each"),
+        mode=raw["mode"],
+        notify=tuple(notify),
+        validate=raw.get("validate"),
+        mkdir=bool(raw.get("mkdir", False)),
+        own=raw.get("task") == "own",
     )
 
 
@@ -167,7 +214,9 @@ def role_file_entries(role_files: Mapping[str, Any], known: Mapping[str, bool]) 
 
 
 def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
-    """Per host, the role files it gets: role, template and destination (and the unit of a per-unit file).
+    """Per host, the role files it gets: role, template, destination and how it is installed (mode;
+    notify, validate, mkdir, task when set), and the unit of a per-unit file. The roles write each
+    entry without a task of its own with gpucluster.tiers.host_files (roles/common/tasks/configure.yml).
 
     ``role_files``: each role's list from ``roles/<role>/vars/files.yml``; None (a caller without
     the roles, e.g. a benchmark) gives every host an empty list. Entries with ``plan: false``
@@ -180,20 +229,17 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
         if f.planned and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
     ]
     plain = [f for f in entries if f.each is None]
-    per_unit = [f for f in entries if f.each == "network_unit"]
+    # the interface units last, as before the other kinds existed (a stable sort keeps role order)
+    per_unit = sorted((f for f in entries if f.each is not None), key=lambda f: f.each == "network_unit")
     out: dict[str, list[dict[str, Any]]] = {}
     for name, host in plan["hosts"].items():
         roles = host["roles"]
-        files = [
-            {"role": f.role, "src": f.src, "dest": f.dest}
-            for f in plain
-            if f.on(roles) and (f.condition is None or known[f.condition])
-        ]
+        files = [f.entry() for f in plain if f.on(roles) and (f.condition is None or known[f.condition])]
         for f in per_unit:
             if f.on(roles) and (f.condition is None or known[f.condition]):
                 files += [
-                    {"role": f.role, "src": f.src, "dest": f"{f.dest}/{unit['name']}", "unit": unit}
-                    for unit in host["network_units"]
+                    {**f.entry(), "dest": f"{f.dest}/{unit_name}", "unit": unit}
+                    for unit_name, unit in _units(str(f.each), plan, host)
                 ]
         out[name] = files
     return out

@@ -1,7 +1,8 @@
 """Each role's file list (roles/<role>/vars/files.yml) against the role itself.
 
 The list is the one place that names the files a role installs: the role's tasks write them
-(tasks/configure.yml, one loop; entries marked ``task: own`` by a task of their own) and the
+(roles/common/tasks/configure.yml, imported by each role: one gpucluster.tiers.host_files call per
+host; entries marked ``task: own`` by a task of their own) and the
 plan renders them per host (make plan). Adding a template means adding its entry: these tests
 fail when a template is not listed, a listed template is missing, an own-task entry has no
 task (or a looped one has a second writer), or a notified handler does not exist.
@@ -60,22 +61,34 @@ def test_every_template_is_listed_once_and_every_listed_template_exists(role: st
 def test_own_files_have_their_task_and_looped_files_no_other_writer(role: str) -> None:
     literal = {(t["src"], t["dest"]) for t in _templates(role) if "{{" not in f"{t['src']}{t['dest']}"}
     for f in ROLE_FILES[role]:
-        if f.get("each"):  # one file per interface unit: its own task's dest is templated
-            assert f.get("task") == "own", f
-            assert any(t["src"] == f["src"] for t in _templates(role)), f
+        if f.get("each"):  # one file per unit: an own one has its host_files task, the others the shared writer
+            named = any(f"'{f['src']}'" in str(t["files"]) for t in _host_files(role))
+            assert named == (f.get("task") == "own"), f
             continue
         assert ((f["src"], f["dest"]) in literal) == (f.get("task") == "own"), f
     assert {src for src, _ in literal} <= {f["src"] for f in ROLE_FILES[role]}
 
 
+def _host_files(role: str) -> list[dict[str, Any]]:
+    return [t["gpucluster.tiers.host_files"] for t in _role_tasks(role) if "gpucluster.tiers.host_files" in t]
+
+
+def test_one_writer_of_the_roles_files() -> None:
+    """One tasks/configure.yml in the collection: host_files with the plan's entries of the calling role."""
+    assert sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("roles/*/tasks/configure.yml")) == [
+        "roles/common/tasks/configure.yml"
+    ]
+    (writer,) = _host_files("common")[:1]
+    assert "selectattr('role', 'equalto', role_path | basename)" in writer["files"]  # the importing role's entries
+    assert "rejectattr('task', 'defined')" in writer["files"]  # own-task entries have their own task
+
+
 @pytest.mark.parametrize("role", HOST_ROLES)
-def test_the_role_writes_its_list_with_one_loop(role: str) -> None:
+def test_the_role_writes_its_list_with_the_shared_writer(role: str) -> None:
     main = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
-    assert {"name": "The role's files (vars/files.yml)", "ansible.builtin.import_tasks": "configure.yml"} in main
-    looped = [t for t in _templates(role) if t["src"] == "{{ item.src }}"]
-    assert len(looped) == 1 and looped[0]["dest"] == "{{ item.dest }}"
-    configure = (ROOT / "roles" / role / "tasks" / "configure.yml").read_text()
-    assert f"selectattr('role', 'equalto', '{role}')" in configure  # the plan's entries of this role only
+    path = "configure.yml" if role == "common" else "../../common/tasks/configure.yml"
+    assert {"name": "The role's files (vars/files.yml)", "ansible.builtin.import_tasks": path} in main
+    assert not [t for t in _templates(role) if "item.src" in t["src"]]  # no per-file template loop left
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -103,3 +116,23 @@ def test_the_filters_plan_has_the_roles_files() -> None:
     plan = FilterModule().filters()["cluster_plan"](site, groups)
     assert plan["files"] == cluster_plan(site, groups)["files"]
     assert all(plan["files"].values())
+
+
+def test_the_planned_mount_units_go_where_the_plan_says() -> None:
+    """The NFS client mounts and Slurm's shared state mount: per-unit files at the plan's unit_path."""
+    for tier, kind in (("tier2", "nfs_mount"), ("tier4", "slurm_state_mount")):
+        plan = cluster_plan(*load_inventory(tier))
+        units = [f for files in plan["files"].values() for f in files if f["src"].endswith(".mount.j2")]
+        assert units, (tier, kind)
+        assert all(f["dest"] == f["unit"]["unit_path"] for f in units)
+    for src in ("compute/templates/nfs-client.mount.j2", "slurm/templates/slurm-state.mount.j2"):
+        assert (ROOT / "roles" / src).read_text() == "{{ item.unit.unit_text }}"  # the plan's text, byte for byte
+
+
+def test_the_written_files_are_read_from_the_shared_writers_result() -> None:
+    """common_files_written (the shared writer registers it for the importing role); no per-role copy."""
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        text = path.read_text()
+        for role in ROLES:
+            if role != "common":
+                assert f"{role}_files_written" not in text, path

@@ -66,8 +66,12 @@ def test_config_is_installed_on_compute_nodes(plan: dict[str, Any]) -> None:
     entry = {"role": "compute", "src": "healthcheck.json.j2", "dest": "/etc/gpucluster/healthcheck.json"}
     listed = next(f for f in ROLE_FILES["compute"] if f["src"] == entry["src"])
     assert (listed["dest"], listed["hosts"]) == (entry["dest"], "compute")
-    assert entry in plan["files"][NODE]
-    assert entry not in plan["files"]["head01"]
+
+    def placed(host: str) -> list[dict[str, Any]]:  # role, template, destination of each manifest entry
+        return [{key: f[key] for key in entry} for f in plan["files"][host]]
+
+    assert entry in placed(NODE)
+    assert entry not in placed("head01")
 
 
 def test_script_queries_the_fields_the_parser_reads() -> None:

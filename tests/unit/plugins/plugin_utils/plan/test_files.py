@@ -60,8 +60,39 @@ def test_a_per_unit_file_comes_once_per_interface_unit_after_the_others(tier3: d
     lists = {"x": [_entry(src="n.j2", dest="/etc/units", each="network_unit", task="own"), _entry()]}
     files = files_manifest(tier3, lists)["compute01"]
     units = tier3["hosts"]["compute01"]["network_units"]
-    assert files[0] == {"role": "x", "src": "x.j2", "dest": "/etc/x"}
-    assert files[1:] == [{"role": "x", "src": "n.j2", "dest": f"/etc/units/{u['name']}", "unit": u} for u in units]
+    assert files[0] == {"role": "x", "src": "x.j2", "dest": "/etc/x", "mode": "0644"}
+    assert files[1:] == [
+        {"role": "x", "src": "n.j2", "dest": f"/etc/units/{u['name']}", "mode": "0644", "task": "own", "unit": u}
+        for u in units
+    ]
+
+
+def test_an_entry_carries_how_the_host_files_writer_installs_it(tier3: dict[str, Any]) -> None:
+    """mode always; notify, validate, mkdir and task only when the role's list sets them."""
+    lists = {
+        "x": [
+            _entry(src="a.j2", mode="0600", notify=["Restart a"], validate="a-check %s", mkdir=True),
+            _entry(src="b.j2", task="own", mkdir=False, notify=[]),
+        ]
+    }
+    a, b = files_manifest(tier3, lists)["head01"]
+    assert a == {
+        "role": "x",
+        "src": "a.j2",
+        "dest": "/etc/x",
+        "mode": "0600",
+        "notify": ["Restart a"],
+        "validate": "a-check %s",
+        "mkdir": True,
+    }
+    assert b == {"role": "x", "src": "b.j2", "dest": "/etc/x", "mode": "0644", "task": "own"}
+
+
+def test_the_real_lists_reach_the_manifest_with_their_handlers(tier3: dict[str, Any]) -> None:
+    head = {f["dest"]: f for f in tier3["files"]["head01"]}
+    assert head["/etc/chrony/chrony.conf"]["notify"] == ["Restart chrony"]
+    assert head["/etc/gpucluster/nftables.nft"]["validate"] == "nft --check --file %s"
+    assert head["/etc/slurm/slurm.conf"]["task"] == "own"
 
 
 def test_hosts_get_the_roles_files_in_role_order(tier3: dict[str, Any]) -> None:
@@ -89,6 +120,8 @@ def test_without_role_lists_every_host_has_none() -> None:
         ({"mkdir": "yes"}, "mkdir"),
         ({"each": "disk"}, "each"),
         ({"each": "network_unit"}, "task"),
+        ({"validate": "nft --check --file"}, "validate"),
+        ({"validate": ["nft", "%s"]}, "validate"),
     ],
 )
 def test_a_bad_entry_names_its_file_index_and_field(tier3: dict[str, Any], fields: dict[str, Any], field: str) -> None:

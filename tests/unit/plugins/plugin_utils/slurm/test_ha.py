@@ -167,6 +167,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/slurm/cgroup.conf",
         "/etc/slurm/topology.conf",
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
+        "/etc/systemd/system/var-spool-slurmctld.mount",  # the planned mount unit (each: slurm_state_mount)
         "/etc/slurm/gpucluster-primary-on.json",
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
         "/etc/systemd/system/gpucluster-slurmctld-standby.service",
