@@ -13,9 +13,9 @@ description:
     (the same renderer and options as C(make plan) and M(ansible.builtin.template)), then calls this
     module once with all of them.
   - Each file is compared by sha256, mode and owner; only a file that differs is written, atomically
-    (a temporary file in its folder, checked by O(files[].validate) when set, then renamed over the
+    (a temporary file in its folder, checked by the entry's C(validate) when set, then renamed over the
     old one). A file whose content is equal but mode or owner differ gets its attributes fixed.
-  - Entries with O(files[].mkdir) get their folder created (mode 0755, owner root), as
+  - Entries with C(mkdir) get their folder created (mode 0755, owner root), as
     M(ansible.builtin.file) with C(state=directory) would.
   - Called through the action with O(files) as manifest entries (role, src, dest, mode, notify,
     validate, mkdir) of C(gpucluster_plan.files); the action returns C(changed_files), the entries

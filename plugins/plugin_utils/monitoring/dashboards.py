@@ -44,13 +44,13 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
     FLOW,
+    GRAFANA_PORT,
     IB_ACTIVE,
     NVLINK_WINDOW,
     RETURN,
     SUPPLY,
     dashboard_uid,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import GRAFANA_PORT
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.slurm_queue import exporter_metrics
 
 DATASOURCE_UID = "gpucluster-prometheus"

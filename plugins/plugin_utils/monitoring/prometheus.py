@@ -13,7 +13,6 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
     DCGM_EXPORTER_PORT,
-    GRAFANA_PORT,  # noqa: F401 (re-exported: plan/firewall.py and dashboards.py read it here)
     NODE_EXPORTER_PORT,
     RULE_PATH,
     RULE_TEST_PATH,

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import GRAFANA_PORT
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import (
     ALERTMANAGER_PORT,
     DCGM_EXPORTER_PORT,
-    GRAFANA_PORT,
     NODE_EXPORTER_PORT,
     PROMETHEUS_PORT,
     SLURMCTLD_PORT,
