@@ -28,11 +28,6 @@ def flow_for(heat_kw: float, delta_t_k: float) -> float:
     return heat_kw / (WATER_KJ_PER_KG_K * delta_t_k) * 60.0 / WATER_KG_PER_L
 
 
-def delta_t_for(heat_kw: float, flow_lpm: float) -> float:
-    """Supply-to-return rise in K for ``heat_kw`` at ``flow_lpm``."""
-    return heat_kw / (WATER_KJ_PER_KG_K * flow_lpm * WATER_KG_PER_L / 60.0)
-
-
 def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = None) -> dict[str, Any]:
     """GPU temperature warn/critical: critical = Max Operating Temp (where the health check drains).
 

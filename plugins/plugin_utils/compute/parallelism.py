@@ -87,11 +87,6 @@ class StateBytes:
         raise PlanError("zero_stage", zero_stage, "0, 1, 2 or 3")
 
 
-def model_state_gb(params_b: float, *, zero_stage: int = 0, model_parallel: int = 1, dp: int = 1) -> float:
-    """Model-state GB per GPU of mixed-precision Adam (16 bytes per parameter) at ``zero_stage``."""
-    return StateBytes().per_gpu_gb(params_b, zero_stage, model_parallel, dp)
-
-
 @dataclass(frozen=True)
 class Layout:
     """One (TP, PP, DP, ZeRO stage) and its model state per GPU."""

@@ -55,14 +55,6 @@ def tier_profile(name: str, field: str = "gpucluster_cluster.tier") -> TierProfi
     return TIERS[name]
 
 
-def tier_for_gpu_count(gpus: int) -> str:
-    """The smallest reference tier that holds ``gpus`` GPUs (tier4 for anything larger)."""
-    for profile in TIERS.values():
-        if gpus <= profile.gpus:
-            return profile.name
-    return "tier4"
-
-
 def tier_as_dict(profile: TierProfile) -> dict[str, Any]:
     out = asdict(profile)
     out["storage_read_gbps"] = list(profile.storage_read_gbps)

@@ -184,10 +184,6 @@ def _render(summary: str, labels: dict[str, str], value: float) -> str:
     return summary.format(value=value, **labels)
 
 
-def _labels(text: str) -> dict[str, str]:
-    return {k: v.strip('"') for k, v in (part.split("=", 1) for part in text.split(",") if part)}
-
-
 def _selector(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 

@@ -149,13 +149,6 @@ def metric_names(expr: str) -> set[str]:
     return {m for m in _IDENT.findall(text) if m.lower() not in _KEYWORDS}
 
 
-def substitute(expr: str) -> str:
-    """A panel query with its dashboard variables replaced by what matches every value."""
-    for name, value in VARIABLES.items():
-        expr = expr.replace(f"${name}", value)
-    return expr
-
-
 def _threshold_steps(plan: dict[str, Any], *pairs: tuple[str, str]) -> list[Step]:
     """Steps for the alerts named (alert, colour) that the plan has, in rising order."""
     thresholds = plan["monitoring"]["thresholds"]
@@ -523,11 +516,6 @@ def _title(plan: dict[str, Any], key: str) -> str:
     if key == "fabric" and plan["gpu"]["model"].get("nvlink_gen") is None:
         return "Fabric"
     return TITLES[key]
-
-
-def panel_queries(board: dict[str, Any]) -> list[str]:
-    """Every query of a dashboard's panels, as written (with ``$host``): of the plan's data or of the JSON model."""
-    return [q.get("expr", "") for p in board["panels"] for q in p.get("queries", p.get("targets", [])) if q.get("expr")]
 
 
 def _panel_data(panel: Panel) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling import (
-    delta_t_for,
+    WATER_KG_PER_L,
+    WATER_KJ_PER_KG_K,
     dlc_thresholds,
     flow_for,
     gpu_temperature_thresholds,
@@ -18,6 +19,11 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling i
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import gpu_model
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+
+
+def delta_t_for(heat_kw: float, flow_lpm: float) -> float:
+    """Supply-to-return rise in K for ``heat_kw`` at ``flow_lpm``: Q = m c dT solved for dT, the check of flow_for."""
+    return heat_kw / (WATER_KJ_PER_KG_K * flow_lpm * WATER_KG_PER_L / 60.0)
 
 
 def test_tiers_md_flow_correction() -> None:

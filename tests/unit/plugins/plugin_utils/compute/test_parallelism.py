@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import (
-    model_state_gb,
+    StateBytes,
     parallelism,
     smallest_fitting_tier,
 )
@@ -50,7 +50,7 @@ MEGATRON_TABLE_1 = [
 )
 def test_zero_paper_figure_1_per_gpu_model_state(stage: int, expected_gb: float) -> None:
     """ZeRO Figure 1: psi = 7.5B, Nd = 64, K = 12."""
-    assert round(model_state_gb(7.5, zero_stage=stage, dp=64), 1) == expected_gb
+    assert round(StateBytes().per_gpu_gb(7.5, zero_stage=stage, dp=64), 1) == expected_gb
 
 
 def test_sixteen_bytes_per_parameter() -> None:

@@ -7,7 +7,6 @@ import pytest
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import (
     TIERS,
-    tier_for_gpu_count,
     tier_profile,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import busbw_factor, validation_floors
@@ -18,12 +17,6 @@ def test_storage_floors_of_the_reference_design() -> None:
     assert [TIERS[t].storage_read_gbps for t in TIERS] == [(14, 28), (40, 40), (80, 160), (160, 500)]
     assert [TIERS[t].storage_write_gbps[0] for t in TIERS] == [7, 20, 40, 80]
     assert [TIERS[t].gpus for t in TIERS] == [8, 16, 32, 64]
-
-
-def test_tier_for_gpu_count() -> None:
-    assert [tier_for_gpu_count(n) for n in (8, 9, 16, 32, 33, 64, 512)] == [
-        "tier1", "tier2", "tier2", "tier3", "tier4", "tier4", "tier4",
-    ]  # fmt: skip
 
 
 def test_unknown_tier() -> None:

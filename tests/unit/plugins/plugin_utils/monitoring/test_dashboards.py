@@ -26,6 +26,18 @@ PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (Debian package prometheus)")
 
 
+def panel_queries(board: dict[str, Any]) -> list[str]:
+    """Every query of a dashboard's panels, as written (with ``$host``): of the plan's data or of the JSON model."""
+    return [q.get("expr", "") for p in board["panels"] for q in p.get("queries", p.get("targets", [])) if q.get("expr")]
+
+
+def substitute(expr: str) -> str:
+    """A panel query with its dashboard variables replaced by what matches every value."""
+    for name, value in dash.VARIABLES.items():
+        expr = expr.replace(f"${name}", value)
+    return expr
+
+
 @cache
 def _plan(tier: str) -> dict[str, Any]:
     return cluster_plan(*load_inventory(tier))
@@ -53,7 +65,7 @@ def test_dashboards_for_every_tier(tier: str) -> None:
         assert board["uid"] == f"gpucluster-{key}"
         assert board["panels"], key
         assert [v["name"] for v in board["templating"]["list"]] == ["host"]
-    assert dash.panel_queries(boards["gpu"]), "the GPU dashboard has queries on every tier"
+    assert panel_queries(boards["gpu"]), "the GPU dashboard has queries on every tier"
 
 
 @needs_promtool
@@ -61,7 +73,7 @@ def test_dashboards_for_every_tier(tier: str) -> None:
 def test_every_panel_query_parses_and_reads_known_metrics(tier: str, tmp_path: Path) -> None:
     plan = _plan(tier)
     catalogue = dash.metric_catalogue(plan)
-    exprs = [dash.substitute(q) for b in _boards(plan).values() for q in dash.panel_queries(b)]
+    exprs = [substitute(q) for b in _boards(plan).values() for q in panel_queries(b)]
     assert exprs
     result = _promtool_check(exprs, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -140,7 +152,7 @@ def test_thresholds_are_the_alerts() -> None:
     ]
     # an air-cooled site: a text panel, no coolant query
     air = _boards(_plan("tier1"))["cooling"]
-    assert dash.panel_queries(air) == [] and air["panels"][0]["type"] == "text"
+    assert panel_queries(air) == [] and air["panels"][0]["type"] == "text"
 
 
 def _grown_tier4(nodes: int) -> dict[str, Any]:
@@ -162,7 +174,7 @@ def test_dashboards_do_not_grow_with_the_node_count() -> None:
     for key, board in _boards(small).items():
         grown = _boards(big)[key]
         assert [p["title"] for p in grown["panels"]] == [p["title"] for p in board["panels"]], key
-        assert dash.panel_queries(grown) == dash.panel_queries(board), key
+        assert panel_queries(grown) == panel_queries(board), key
 
 
 def _lost(model: Any, read: Any, path: str = "$") -> list[str]:
@@ -206,7 +218,7 @@ def test_the_plan_stores_the_dashboards_data_not_their_json() -> None:
     assert size < 0.15 * len(json.dumps(plan)), size
     # the rendered JSON holds the plan's queries and thresholds, nothing else decides them
     board = grafana["dashboards"]["gpu"]
-    assert dash.panel_queries(_boards(plan)["gpu"]) == dash.panel_queries(board)
+    assert panel_queries(_boards(plan)["gpu"]) == panel_queries(board)
 
 
 def test_a_template_renders_the_filter() -> None:
@@ -226,7 +238,7 @@ def test_slurm_queue_dashboard_reads_the_exporters_metrics() -> None:
     titles = [p["title"] for p in board["panels"]]
     assert titles[:2] == ["Jobs by state", "Running and pending jobs by partition"]
     exporter = set(plan["monitoring"]["slurm_queue"]["metrics"])
-    read = set().union(*(dash.metric_names(q) for q in dash.panel_queries(board)))
+    read = set().union(*(dash.metric_names(q) for q in panel_queries(board)))
     assert read == exporter  # every metric the exporter writes has a panel, and nothing else is read
     nodes = next(p for p in board["panels"] if p["title"] == "Nodes by state")
     assert f"{plan['cluster']['compute_nodes']} compute nodes" in nodes["description"]
