@@ -7,13 +7,14 @@ Documentation: ``ansible-doc -t filter gpucluster.tiers.<name>`` (YAML beside th
 The engine's modules are imported when a filter runs, not when this file loads: ansible-core
 loads every filter file of the collection to find one filter, in every forked worker (one per
 host and task), so a site.yml task reading ``gpucluster_plan`` (host_plan) would otherwise import
-the whole engine per host and task (about 70 ms each).
+the whole engine per host and task (about 70 ms each). Each filter therefore imports what it
+calls with an ordinary ``from ... import`` inside the function: static (readers, ruff and
+ansible-test see it), and lazy (the first call imports, later calls find the module loaded).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
-
-_ENGINE = "ansible_collections.gpucluster.tiers.plugins.plugin_utils."
-
-
-def _engine(module: str) -> Any:
-    """An engine module (``package.module``: plugins/plugin_utils/<package>/<module>.py), imported on first use."""
-    return import_module(_ENGINE + module)
 
 
 def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -40,15 +34,14 @@ def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: bad arguments: {exc}") from None
 
 
-def _kwargs_filter(name: str, module: str, function: str) -> Callable[..., Any]:
-    """A filter taking a mapping of the arguments of ``function`` of the engine's ``module``
-    (``module`` empty: a function of this file)."""
+def _kwargs_filter(name: str, load: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """A filter taking a mapping of the arguments of the engine function that ``load`` imports and
+    returns (on the filter's first call, not when this file loads)."""
 
     def run(options: Mapping[str, Any], **more: Any) -> Any:
         if not isinstance(options, Mapping):
             raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be a mapping of the function's arguments")
-        func = getattr(_engine(module), function) if module else globals()[function]
-        return _run(name, func, **{**plain(options), **more})
+        return _run(name, load(), **{**plain(options), **more})
 
     run.__name__ = name
     return run
@@ -70,10 +63,42 @@ def role_files(root: Path = COLLECTION_ROOT) -> dict[str, Any]:
     return out
 
 
+def inventory_groups(node: Mapping[str, Any] | None, name: str = "all") -> dict[str, list[str]]:
+    """Every group of a YAML inventory's group ``node`` (``hosts``, ``children``), with its hosts and
+    those of its children, sorted: the ``groups`` the plan play sees (without ``ungrouped``)."""
+    groups: dict[str, list[str]] = {}
+
+    def collect(group: str, sub: Mapping[str, Any] | None) -> list[str]:
+        sub = sub or {}
+        hosts = list((sub.get("hosts") or {}).keys())
+        for child, child_node in (sub.get("children") or {}).items():
+            hosts += collect(str(child), child_node)
+        groups[group] = sorted(set(hosts))
+        return groups[group]
+
+    collect(name, node)
+    return groups
+
+
+def read_inventory(base: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(gpucluster_* and other variables of group all, groups) of a YAML inventory folder such as
+    inventories/tier3: ``group_vars/all/*.yml`` merged in name order, and ``hosts.yml``'s groups.
+
+    For tools and tests that plan an inventory without Ansible (docs/settings.md, the benchmarks); the
+    plan play gets the same from Ansible's inventory."""
+    site: dict[str, Any] = {}
+    for path in sorted((base / "group_vars" / "all").glob("*.yml")):
+        site.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    hosts = yaml.safe_load((base / "hosts.yml").read_text(encoding="utf-8"))
+    return site, inventory_groups(hosts["all"])
+
+
 def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
     """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+
     site = {k: v for k, v in plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
-    return _run("cluster_plan", _engine("plan.assembly").cluster_plan, site, groups, role_files())
+    return _run("cluster_plan", assembly.cluster_plan, site, groups, role_files())
 
 
 def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> bool:
@@ -85,7 +110,8 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
     the command line's variables (``-e``) from its variable manager."""
     if not hasattr(source, "raw_get"):
         raise AnsibleFilterError("gpucluster.tiers.inventory_scope: input must be hostvars")
-    site = _engine("inventory.site")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import site
+
     manager = getattr(source, "_variable_manager", None)
     extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
     seen: dict[str, dict[str, Any]] = {}
@@ -129,8 +155,10 @@ def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> d
             )
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.host_plan: input must be the plan (a mapping) or hostvars")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
+
     try:
-        return _engine("plan.host_plan").host_view(plan, str(host))
+        return host_plan.host_view(plan, str(host))
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.host_plan: {exc}") from None
 
@@ -142,7 +170,8 @@ def plan_sha256(plan: Mapping[str, Any]) -> str:
     A fact's value reaches a filter as a lazy container (ansible-core 2.19) whose nested values are
     the fact's own, already rendered, containers: unwrapped (``_non_lazy_copy``) they are hashed
     directly; plain() would re-wrap every nested container on the way (seconds for a large plan)."""
-    engine = _engine("plan.host_plan")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan as engine
+
     unwrap = getattr(plan, "_non_lazy_copy", None)
     try:
         return engine.plan_sha256(engine.plan_data(unwrap() if callable(unwrap) else plan))
@@ -155,20 +184,25 @@ def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
     what plan.json holds. The sections stay the plan's own objects."""
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.plan_data: input must be the plan (a mapping)")
-    return _engine("plan.host_plan").plan_data(plan)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
+
+    return host_plan.plan_data(plan)
 
 
 def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan report, rendered from the plan (plugin_utils/report/report.py): ``sections`` (title,
+    """The plan report, rendered from the plan (plugin_utils/report/sections.py): ``sections`` (title,
     intro, rows of setting, value, how) and ``summary`` (warnings, next steps). Not part of the plan."""
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.plan_report: input must be the plan (a mapping)")
-    unwrap = getattr(plan, "_non_lazy_copy", None)
-    data = _engine("plan.host_plan").plan_data(unwrap() if callable(unwrap) else plain(plan))
-    report = _engine("report.report")
-    return _run(
-        "plan_report", lambda p: {"sections": report.report_sections(p), "summary": report.report_summary(p)}, data
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import (
+        report_sections,
+        report_summary,
     )
+
+    unwrap = getattr(plan, "_non_lazy_copy", None)
+    data = host_plan.plan_data(unwrap() if callable(unwrap) else plain(plan))
+    return _run("plan_report", lambda p: {"sections": report_sections(p), "summary": report_summary(p)}, data)
 
 
 def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
@@ -176,8 +210,10 @@ def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
 
     The view is not converted with plain(): it refers to the plan's shared tables, which a copy per
     host would make O(N^2); the engine reads a few keys of it."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+
     try:
-        return _engine("audit.engine").host_request(view, str(host))
+        return engine.host_request(view, str(host))
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.audit_request: {exc}") from None
 
@@ -223,20 +259,26 @@ def audit_findings(
         "baseline": plain(baseline) if baseline else None,
     }
     # the plan as it is (plain() would copy megabytes at a thousand nodes); the collected facts are plain
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+
     try:
-        return _engine("audit.engine").audit(plan, collected, plain(settings or {}))
+        return engine.audit(plan, collected, plain(settings or {}))
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.audit_findings: {exc}") from None
 
 
 def audit_markdown(result: Mapping[str, Any]) -> str:
     """The audit's readable report (Markdown), one line per finding grouped by host and class."""
-    return _run("audit_markdown", _engine("audit.engine").report_markdown, result)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+
+    return _run("audit_markdown", engine.report_markdown, result)
 
 
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
     """Clock locks and power limit for a GPU model and policy."""
-    catalog, clocks = _engine("inventory.catalog"), _engine("compute.clocks")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import clocks
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
+
     return _run(
         "gpu_clocks", lambda m, p, **kw: clocks.gpu_clocks(catalog.gpu_model(m), p, **kw), model, policy, **kwargs
     )
@@ -244,38 +286,106 @@ def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> di
 
 def gpu_model(model: str) -> dict[str, Any]:
     """The catalog entry of a GPU model, with sources."""
-    catalog = _engine("inventory.catalog")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
+
     return _run("gpu_model", lambda m: catalog.gpu_model_as_dict(catalog.gpu_model(m)), model)
 
 
 def tier_profile(name: str) -> dict[str, Any]:
     """A reference tier profile (tier1..tier4)."""
-    tiers = _engine("inventory.tiers")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import tiers
+
     return _run("tier_profile", lambda n: tiers.tier_as_dict(tiers.tier_profile(n)), name)
 
 
 def roce_traffic_class(dscp: int) -> int:
     """NCCL_IB_TC for a RoCE DSCP value (ToS = DSCP*4 + ECT)."""
-    return _run("roce_traffic_class", _engine("compute.nccl").roce_traffic_class, dscp)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import nccl
+
+    return _run("roce_traffic_class", nccl.roce_traffic_class, dscp)
 
 
 def fabric_tco(source: Mapping[str, Any], text: bool = False) -> Any:
     """InfiniBand vs RoCEv2 fabric TCO: a plan's ``fabric_tco``, or computed from fabric_tco's arguments."""
     if not isinstance(source, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.fabric_tco: input must be the plan or a mapping of arguments")
-    return _run("fabric_tco", _engine("fabric.tco").fabric_tco_for, source, text=bool(text))
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
+
+    return _run("fabric_tco", tco.fabric_tco_for, source, text=bool(text))
 
 
 def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
-    return _engine("validation.floors").validation_floors(tier=_engine("inventory.tiers").tier_profile(tier), **kwargs)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import tiers
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import floors
+
+    return floors.validation_floors(tier=tiers.tier_profile(tier), **kwargs)
 
 
 def grafana_dashboard(board: Mapping[str, Any]) -> str:
     """A dashboard of the plan (plan.monitoring.grafana.dashboards.<key>) as Grafana's dashboard JSON."""
     import json
 
-    model = _run("grafana_dashboard", _engine("monitoring.dashboards").dashboard_model, board)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards
+
+    model = _run("grafana_dashboard", dashboards.dashboard_model, board)
     return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
+
+
+def _load_nccl_conf() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_conf
+
+    return nccl_conf
+
+
+def _load_lustre_layouts() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre import lustre_layouts
+
+    return lustre_layouts
+
+
+def _load_lustre_client_tunables() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre import lustre_client_tunables
+
+    return lustre_client_tunables
+
+
+def _load_power_budget() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import power_budget
+
+    return power_budget
+
+
+def _load_dlc_thresholds() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling import dlc_thresholds
+
+    return dlc_thresholds
+
+
+def _load_storage_sizing() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import storage_sizing
+
+    return storage_sizing
+
+
+def _load_parallelism() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
+
+    return parallelism
+
+
+def _load_address_plan() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.addresses import address_plan
+
+    return address_plan
+
+
+def _load_expected_cabling() -> Callable[..., Any]:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import expected_cabling
+
+    return expected_cabling
 
 
 class FilterModule:
@@ -296,18 +406,16 @@ class FilterModule:
             "gpu_clocks": gpu_clocks,
             "tier_profile": tier_profile,
             "roce_traffic_class": roce_traffic_class,
-            "nccl_conf": _kwargs_filter("nccl_conf", "compute.nccl", "nccl_conf"),
-            "lustre_layouts": _kwargs_filter("lustre_layouts", "storage.lustre", "lustre_layouts"),
-            "lustre_client_tunables": _kwargs_filter(
-                "lustre_client_tunables", "storage.lustre", "lustre_client_tunables"
-            ),
-            "power_budget": _kwargs_filter("power_budget", "compute.power", "power_budget"),
-            "dlc_thresholds": _kwargs_filter("dlc_thresholds", "compute.cooling", "dlc_thresholds"),
-            "storage_sizing": _kwargs_filter("storage_sizing", "storage.storage", "storage_sizing"),
-            "parallelism": _kwargs_filter("parallelism", "compute.parallelism", "parallelism"),
-            "address_plan": _kwargs_filter("address_plan", "fabric.netplan", "address_plan"),
-            "expected_cabling": _kwargs_filter("expected_cabling", "fabric.cabling", "expected_cabling"),
-            "validation_floors": _kwargs_filter("validation_floors", "", "_validation_floors"),
+            "nccl_conf": _kwargs_filter("nccl_conf", _load_nccl_conf),
+            "lustre_layouts": _kwargs_filter("lustre_layouts", _load_lustre_layouts),
+            "lustre_client_tunables": _kwargs_filter("lustre_client_tunables", _load_lustre_client_tunables),
+            "power_budget": _kwargs_filter("power_budget", _load_power_budget),
+            "dlc_thresholds": _kwargs_filter("dlc_thresholds", _load_dlc_thresholds),
+            "storage_sizing": _kwargs_filter("storage_sizing", _load_storage_sizing),
+            "parallelism": _kwargs_filter("parallelism", _load_parallelism),
+            "address_plan": _kwargs_filter("address_plan", _load_address_plan),
+            "expected_cabling": _kwargs_filter("expected_cabling", _load_expected_cabling),
+            "validation_floors": _kwargs_filter("validation_floors", lambda: _validation_floors),
             "fabric_tco": fabric_tco,
             "grafana_dashboard": grafana_dashboard,
         }

@@ -11,9 +11,8 @@ from typing import Any
 
 import jinja2
 import pytest
-import yaml
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import role_files
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory, role_files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,26 +44,9 @@ def cluster_plan(site_vars: dict[str, Any], groups: dict[str, list[str]]) -> dic
     return assembly.cluster_plan(site_vars, groups, ROLE_FILES)
 
 
-def _collect_groups(name: str, node: dict[str, Any] | None, groups: dict[str, list[str]]) -> list[str]:
-    """Hosts of a YAML-inventory group, filling ``groups`` for it and its children."""
-    node = node or {}
-    hosts = list((node.get("hosts") or {}).keys())
-    for child, sub in (node.get("children") or {}).items():
-        hosts += _collect_groups(child, sub, groups)
-    unique = sorted(set(hosts))
-    groups[name] = unique
-    return unique
-
-
 def load_inventory(tier: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """(gpucluster_* variables, groups) of inventories/<tier>."""
-    base = ROOT / "inventories" / tier
-    site: dict[str, Any] = {}
-    for f in sorted((base / "group_vars" / "all").glob("*.yml")):
-        site.update(yaml.safe_load(f.read_text()) or {})
-    groups: dict[str, list[str]] = {}
-    _collect_groups("all", yaml.safe_load((base / "hosts.yml").read_text())["all"], groups)
-    return site, groups
+    """(gpucluster_* variables, groups) of inventories/<tier> (the filter file's read_inventory)."""
+    return read_inventory(ROOT / "inventories" / tier)
 
 
 @pytest.fixture(params=TIERS)

@@ -26,7 +26,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from bench_plan import generated_site  # noqa: E402
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import role_files  # noqa: E402

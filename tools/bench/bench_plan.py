@@ -16,10 +16,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-from conftest import load_inventory  # noqa: E402
-
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 
 SIZES = (64, 256, 1024, 4096, 16384)
@@ -28,7 +26,7 @@ SIZES = (64, 256, 1024, 4096, 16384)
 def generated_site(nodes: int) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """tier4's inventory grown to ``nodes`` compute nodes: a non-blocking fat tree of 128-port switches with
     spines per rail plane (two tiers up to 8,192 nodes, three tiers above: 16,384 nodes make 32 pods)."""
-    site, _ = load_inventory("tier4")
+    site, _ = read_inventory(ROOT / "inventories" / "tier4")
     site = copy.deepcopy(site)
     width = len(str(nodes))
     compute = [f"compute{i:0{width}d}" for i in range(1, nodes + 1)]

@@ -34,7 +34,6 @@ every run succeeded (and, with ``--expect-unchanged``, changed nothing).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -42,7 +41,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runner_dir import ROOT, prepare, runner_env, stats
 
 sys.path.insert(0, str(ROOT / "collections"))  # the engine, in place (collections/ links to the repo)
+# the plan's canonical-JSON hash, the plan play's own (gpucluster_plan_sha256): one definition
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import plan_sha256
 
 #: Playbooks that can be sliced: site.yml converges each host on its own. validate.yml
 #: measures across nodes (ib_write_bw from node i to node i+1, fio on the shared path at
@@ -59,31 +60,6 @@ SLICEABLE = ("site",)
 #: Longest --limit passed inline; longer lists go to a file (--limit @file). Linux caps one
 #: argument at MAX_ARG_STRLEN = 32 pages = 128 KiB (execve(2), "Limits on size of arguments").
 INLINE_LIMIT_MAX = 32 * 1024
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def local_plan_sha256(plan: Any) -> str:
-    """sha256 of the plan's canonical JSON: string keys, sorted, compact separators, UTF-8.
-
-    The engine's ``host_plan.plan_sha256`` (the plan play's ``gpucluster_plan_sha256``) is
-    used when the collection has it; this copy of its canonical form serves older trees,
-    and tests/unit/repo/test_runner.py keeps the two equal.
-    """
-    canonical = json.dumps(_canonical(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-try:
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import plan_sha256
-except ImportError:  # pragma: no cover - a collection without the engine's helper
-    plan_sha256 = local_plan_sha256
 
 
 def natural_key(name: str) -> list[Any]:

@@ -11,7 +11,7 @@ Everything in the page comes from the code, so it cannot drift from it
   ``cluster_plan`` (plugins/plugin_utils/plan/assembly.py) with ``ast``, following its helpers;
 - every setting of the plan report with how it is reached (formula and inputs) and its
   value in the four reference tiers: ``cluster_plan`` run on inventories/tier1..tier4,
-  ``report_sections(plan)`` (plugins/plugin_utils/report/report.py, rendered from the plan, not in it);
+  ``report_sections(plan)`` (plugins/plugin_utils/report/sections.py, rendered from the plan, not in it);
 - the sources behind the numbers: each engine module's docstring.
 """
 
@@ -27,12 +27,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-from conftest import load_inventory  # noqa: E402  (the reference inventories, as the tests read them)
-
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections  # noqa: E402
 
 PLUGINS = "ansible_collections.gpucluster.tiers.plugins"
 PLAN_PY = ROOT / "plugins" / "plugin_utils" / "plan" / "assembly.py"
@@ -41,7 +39,7 @@ TIERS = ("tier1", "tier2", "tier3", "tier4")
 INPUT_CHECKS = ("inventory", "site", "errors")
 #: engine module as plan.py names it -> its import path (filled by _engine_names)
 ENGINE_MODULES: dict[str, str] = {
-    "report": f"{PLUGINS}.plugin_utils.report.report",
+    "report": f"{PLUGINS}.plugin_utils.report.sections",
 }
 
 
@@ -80,17 +78,17 @@ def plan_provenance() -> dict[str, list[str]]:
                     local_values[t.id] = stmt.value
 
     def engine_call(node: ast.AST) -> bool:
-        return (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in modules
-        )
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        if isinstance(func, ast.Name):  # a function imported from an engine module
+            return func.id in imported
+        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
 
     def calls(node: ast.AST, seen: frozenset[str], top: bool = False) -> list[str]:
         """Engine calls in ``node`` and in the plan.py helpers it calls. At the top (a plan key's
         own expression) a local variable set by a direct engine call counts too
-        (``addresses`` -> netplan.address_plan); other locals are inputs, not followed."""
+        (``addresses`` -> addresses.address_plan); other locals are inputs, not followed."""
         found: list[str] = []
         for n in ast.walk(node):
             if top and isinstance(n, ast.Name) and n.id in local_values and engine_call(local_values[n.id]):
@@ -142,7 +140,7 @@ def _cell(text: Any) -> str:
 
 
 def generate() -> str:
-    plans = {tier: cluster_plan(*load_inventory(tier)) for tier in TIERS}
+    plans = {tier: cluster_plan(*read_inventory(ROOT / "inventories" / tier)) for tier in TIERS}
     lines = [
         "# Settings reference",
         "",

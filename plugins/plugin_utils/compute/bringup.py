@@ -33,6 +33,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -50,7 +51,6 @@ DMABUF_MIN_DRIVER = 515
 #: docs/sources.md [F8]: the RDMA subsystem registers DMA-BUF memory from Linux 5.12
 DMABUF_MIN_KERNEL = (5, 12)
 #: the fabric types whose NCCL transport is RDMA verbs (NCCL_IB_HCA): GPUDirect RDMA is planned there
-RDMA_FABRICS = ("infiniband", "roce")
 PEERMEM_MODULE = "nvidia_peermem"
 MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-gpudirect.conf"
 FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager.service"

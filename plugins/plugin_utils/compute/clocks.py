@@ -21,13 +21,13 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import PowerLimit
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import gpu_limits
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import CLOCK_POLICIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     check_range,
 )
 
-POLICIES = ("max_performance", "fixed", "power_capped")
 #: what _known reports -> the gpucluster_node.gpu_limits key that supplies it
 _LIMIT_KEYS = {
     "maximum SM clock": "max_sm_mhz",
@@ -63,7 +63,7 @@ def requested_power_limit(
 ) -> tuple[int, str]:
     """The per-GPU limit ``policy`` asks for and its source ("site_cap" or "model_default"), before any
     rack budget; PlanError for a cap outside the model's limits or a power_capped policy without one."""
-    check_choice(policy, f"{field}.clock_policy", POLICIES)
+    check_choice(policy, f"{field}.clock_policy", CLOCK_POLICIES)
     if policy == "power_capped" and power_cap_w is None:
         raise PlanError(f"{field}.power_cap_w", None, "a power limit in W, required by clock_policy power_capped")
     if power_cap_w is not None:
@@ -86,7 +86,7 @@ def gpu_clocks(
     ``power_limit`` is the plan's decision (:func:`power.decide_power_limit`); without it the limit is
     the one the policy asks for (the site's ``power_cap_w`` or the model default).
     """
-    check_choice(policy, f"{field}.clock_policy", POLICIES)
+    check_choice(policy, f"{field}.clock_policy", CLOCK_POLICIES)
     notes: list[str] = []
     lock_sm: list[int] | None = None
     lock_mem: list[int] | None = None

@@ -32,6 +32,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -209,7 +210,7 @@ def _mounts(
 def devices(gpus_per_node: int, fabric_type: str) -> list[str]:
     """The device nodes a job container gets: the GPUs, their control devices, the RDMA devices."""
     gpus = [f"/dev/nvidia{i}" for i in range(gpus_per_node)]
-    rdma = [RDMA_DEVICE_DIR] if fabric_type in ("infiniband", "roce") else []
+    rdma = [RDMA_DEVICE_DIR] if fabric_type in RDMA_FABRICS else []
     return [*gpus, *GPU_CONTROL_DEVICES, *rdma]
 
 

@@ -37,8 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.slurm import HEALTH_CHECK_INTERVAL_S
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.settings import HEALTH_CHECK_INTERVAL_S
 
 SCHEMA_VERSION = 1
 #: Drains whose reason starts with this belong to the health check; it resumes only those.
@@ -133,7 +134,7 @@ def modes(settings: HookSettings, scheduler: str = "slurm") -> dict[str, dict[st
 def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
     """Per compute host, the ``hca/port`` names its cabling plan connects (none without a fabric)."""
     ports: dict[str, list[str]] = {h: [] for h in hosts}
-    if fabric["type"] not in ("infiniband", "roce"):
+    if fabric["type"] not in RDMA_FABRICS:
         return ports
     for link in fabric["cabling"].get("links", []):
         end = link["a"]

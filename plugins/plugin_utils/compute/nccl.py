@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import FABRIC_TYPES, RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     check_range,
 )
 
-FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
 RAIL_TOPOLOGIES = ("rail_optimized", "fat_tree")
 LARGE_FABRIC_NODES = 256  # docs/sources.md §2.2: raise NCCL_IB_TIMEOUT to 22 on very large fabrics
 PCI_BUS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
@@ -216,7 +216,7 @@ def nccl_topology_xml(
     <gpu> and NVLinks from NVML, NIC speed/port/guid) at run time. No XML comments, as NCCL's dumps (xml.cc
     ncclTopoDumpXmlRec) and Azure's files have none.
     """
-    check_choice(fabric_type, "gpucluster_fabric.type", ("infiniband", "roce"))
+    check_choice(fabric_type, "gpucluster_fabric.type", RDMA_FABRICS)
     speed = PCIE_LINK_SPEED.get(int(check_range(pcie_gen, f"{field}.pcie_gen", 3, 6, integer=True)))
     width = str(check_range(link_width, f"{field}.pcie_link_width", 1, 32, integer=True))
     link = f"link_speed={quoteattr(str(speed))} link_width={quoteattr(width)}"

@@ -28,13 +28,13 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS, TOPOLOGIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     check_range,
 )
 
-TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
 SPINE_SCOPES = ("shared", "rail")
 
 
@@ -167,7 +167,7 @@ def radix_for(
     Q3400 144 x XDR 800G, SN5600 128 x 400GbE / 64 x 800GbE)."""
     if section.get("switch_radix") is not None:
         return int(section["switch_radix"])
-    if fabric_type not in ("infiniband", "roce"):
+    if fabric_type not in RDMA_FABRICS:
         return 64  # no switched RDMA fabric: nothing is cabled
     return catalog.switch_radix(fabric_type, link_rate_gbps, section.get("switch_model"), field)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import nccl
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -262,7 +263,7 @@ def host_plan(
     out: dict[str, Any] = {
         "infiniband_hosts": [],
         "roce_hosts": [],
-        "rails": rails if ftype in ("infiniband", "roce") else [],
+        "rails": rails if ftype in RDMA_FABRICS else [],
         "node_descriptions": {},
         "opensm": None,
         "check_ignore": [],

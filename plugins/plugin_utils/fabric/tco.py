@@ -35,10 +35,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 
 FIELD = "gpucluster_costs"
-FABRICS = ("infiniband", "roce")
+FABRICS = RDMA_FABRICS
 HOURS_PER_YEAR = 8760  # 365 x 24
 
 #: The reference article 000 ("InfiniBand vs RoCEv2 - The Real TCO for a 64-GPU Cluster"), docs/sources.md

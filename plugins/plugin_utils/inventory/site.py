@@ -14,6 +14,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import (
+    CLOCK_POLICIES,
+    COMPUTE,
+    FABRIC_TYPES,
+    HEAD,
+    NCCL_TOPOLOGIES,
+    NIC_PURPOSES,
+    ROLE_GROUPS,
+    SLURM_BACKUP,
+    STORAGE,
+    STORAGE_GROUPS,
+    STORAGE_TYPES,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -23,31 +36,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import check_values
 
-#: Groups whose hosts are storage hosts too (the storage play runs on them).
-STORAGE_GROUPS = (
-    "nfs_server",
-    "lustre_mds",
-    "lustre_oss",
-    "nvmeof_target",
-    "beegfs_mgmtd",
-    "beegfs_meta",
-    "beegfs_storage",
-)
-#: Inventory groups the collection knows, in the order hosts are planned (addresses etc.).
-ROLE_GROUPS = (
-    "head",
-    "storage",
-    *STORAGE_GROUPS,
-    "compute",
-    "slurm_backup",  # backup Slurm controllers: slurmctld only, SlurmctldHost after the head's (slurm/ha.py)
-)
-FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
-TOPOLOGIES = ("none", "single_switch", "rail_optimized", "fat_tree")
-STORAGE_TYPES = ("local_nvme", "nfs", "lustre", "nvmeof", "beegfs")
-NIC_PURPOSES = ("compute", "storage", "management")
-CLOCK_POLICIES = ("max_performance", "fixed", "power_capped")
-#: gpucluster_node.nccl_topology: detect (default; NCCL reads sysfs) or file (NCCL_TOPO_FILE, nccl.py)
-NCCL_TOPOLOGIES = ("detect", "file")
 PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
 HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
@@ -132,16 +120,16 @@ class Site:
 
     @property
     def compute_hosts(self) -> list[str]:
-        return self.hosts_in("compute")
+        return self.hosts_in(COMPUTE)
 
     @property
     def head(self) -> str:
-        return self.hosts_in("head")[0]
+        return self.hosts_in(HEAD)[0]
 
     @property
     def slurm_backups(self) -> list[str]:
         """Backup Slurm controllers, by name (group slurm_backup); the head is the primary."""
-        return self.hosts_in("slurm_backup")
+        return self.hosts_in(SLURM_BACKUP)
 
 
 def _section(raw: dict[str, Any], name: str, required: bool = True) -> dict[str, Any]:
@@ -196,20 +184,20 @@ def hosts_from_groups(groups: dict[str, list[str]]) -> list[Host]:
             entry = roles.setdefault(name, [])
             if group not in entry:
                 entry.append(group)
-            if group in STORAGE_GROUPS and "storage" not in entry:
-                entry.append("storage")
-    require(bool(groups.get("head")), "groups.head", groups.get("head"), "exactly one host in group 'head'")
-    require(len(groups.get("head") or []) == 1, "groups.head", groups.get("head"), "exactly one host in group 'head'")
-    require(bool(groups.get("compute")), "groups.compute", groups.get("compute"), "at least one compute host")
-    for name in groups.get("slurm_backup") or []:
+            if group in STORAGE_GROUPS and STORAGE not in entry:
+                entry.append(STORAGE)
+    require(bool(groups.get(HEAD)), "groups.head", groups.get(HEAD), "exactly one host in group 'head'")
+    require(len(groups.get(HEAD) or []) == 1, "groups.head", groups.get(HEAD), "exactly one host in group 'head'")
+    require(bool(groups.get(COMPUTE)), "groups.compute", groups.get(COMPUTE), "at least one compute host")
+    for name in groups.get(SLURM_BACKUP) or []:
         require(
-            name not in (groups.get("head") or []) and name not in (groups.get("compute") or []),
+            name not in (groups.get(HEAD) or []) and name not in (groups.get(COMPUTE) or []),
             "groups.slurm_backup",
             name,
             "a host of its own, in neither group head nor compute (the head is the primary controller)",
         )
     # a backup controller is planned last (after compute): adding one to a running site moves no address
-    rank = {g: i for i, g in enumerate(("head", "storage", "compute", "slurm_backup"))}
+    rank = {g: i for i, g in enumerate((HEAD, STORAGE, COMPUTE, SLURM_BACKUP))}
 
     def order(item: tuple[str, list[str]]) -> tuple[int, str]:
         name, host_roles = item
@@ -368,7 +356,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     # values that have their form but cannot be meant (reserved names, system folders, special networks,
     # impossible nodes), before any rule derives a value from them: the error names the field written
     known = {str(h) for g in ROLE_GROUPS for h in groups.get(g) or []}
-    storage = {str(h) for g in ("storage", *STORAGE_GROUPS, "compute") for h in groups.get(g) or []}
+    storage = {str(h) for g in (STORAGE, *STORAGE_GROUPS, COMPUTE) for h in groups.get(g) or []}
     check_values(raw, groups, hosts=sorted(known), storage_hosts=len(storage))
     cluster = _section(raw, "gpucluster_cluster")
     name = _str(cluster, "gpucluster_cluster", "name")

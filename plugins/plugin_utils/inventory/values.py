@@ -186,7 +186,7 @@ def _network(spec: Any) -> ipaddress.IPv4Network | None:
     try:
         net = ipaddress.ip_network(spec["cidr"], strict=True)
     except ValueError:
-        return None  # fabric/netplan.py names the field and says what a CIDR is
+        return None  # plan/addresses.py names the field and says what a CIDR is
     return net if isinstance(net, ipaddress.IPv4Network) else None
 
 
@@ -208,7 +208,7 @@ def _check_pools(raw: dict[str, Any], counts: dict[str, int]) -> None:
         offset = pools[name].get("first_offset", 10)
         hosts = counts.get(name)
         if hosts is None or not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= 254:
-            continue  # the fabric pool is cut into rails (netplan.py); an odd first_offset is its own error
+            continue  # the fabric pool is cut into rails (plan/addresses.py); an odd first_offset is its own error
         # host addresses first_offset .. first_offset + hosts - 1; the last address is the broadcast
         need = offset + hosts + 1
         prefix = 32 - max(2, math.ceil(math.log2(need)))
@@ -222,7 +222,7 @@ def _check_pools(raw: dict[str, Any], counts: dict[str, int]) -> None:
 
 
 def _planned(raw: dict[str, Any], count: int) -> set[str]:
-    """The management addresses the plan gives the hosts (netplan.py: first_offset + the host's index)."""
+    """The management addresses the plan gives the hosts (plan/addresses.py: first_offset + the host's index)."""
     spec = (raw.get("gpucluster_network") or {}).get("management")
     net = _network(spec)
     if net is None:

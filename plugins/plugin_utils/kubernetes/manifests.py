@@ -58,7 +58,7 @@ DAEMONSET_MEMORY_MIB = 16 * 1024
 #: Allocatable", https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/,
 #: docs/sources.md [K1]). kube-reserved (kubelet, container runtime) and the CPU of system-reserved
 #: are a project choice; system-reserved memory is the OS reserve Slurm keeps out of RealMemory too
-#: (slurm/slurm.py: max(4 GiB, 5 %)); evictionHard memory.available 100Mi is the kubelet's default.
+#: (slurm/settings.py: max(4 GiB, 5 %)); evictionHard memory.available 100Mi is the kubelet's default.
 KUBE_RESERVED_CPU = 1
 KUBE_RESERVED_MEMORY_MIB = 2 * 1024
 SYSTEM_RESERVED_CPU = 1
@@ -116,7 +116,7 @@ def _dns(name: str) -> str:
 
 
 def _node_shape(plan: dict[str, Any], memory_mib: int | None = None) -> NodeShape:
-    slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/slurm.py), computed once
+    slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/settings.py), computed once
     cpus = int(str(slurm["node_line"]).split("CPUs=")[1].split()[0])
     gpus = int(plan["cluster"]["gpus_per_node"])
     after_os = int(slurm["real_memory_mib"])  # capacity less system-reserved memory (the OS reserve)

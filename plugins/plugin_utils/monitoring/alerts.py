@@ -47,6 +47,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
+
 #: the exporters' ports: the rule tests' series carry them in ``instance`` (prometheus.py scrapes them)
 NODE_EXPORTER_PORT = 9100
 DCGM_EXPORTER_PORT = 9400
@@ -517,7 +519,7 @@ def alert_rules(plan: dict[str, Any]) -> dict[str, Any]:
         {**node, "instance": gpu["instance"]},
         "dcgm-exporter on {host} ({instance}) does not answer: no GPU alerts from this node",
     )
-    if plan["fabric"]["type"] in ("infiniband", "roce"):
+    if plan["fabric"]["type"] in RDMA_FABRICS:
         port = {"job": "node", **node, "device": "mlx5_0", "port": "1"}
         _fabric_rules(r, plan["fabric"], port)
     if plan["cooling"]["cooling"] == "dlc":

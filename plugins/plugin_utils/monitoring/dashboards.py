@@ -41,6 +41,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
     FLOW,
@@ -216,7 +217,7 @@ def _fabric_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
         model = plan["gpu"]["model"]["key"]
         panels = [Panel("NVLink", text=f"{model} has no NVLink: its GPUs talk over PCIe, no NVLink counters.")]
     fab = plan["fabric"]
-    if fab["type"] not in ("infiniband", "roce"):
+    if fab["type"] not in RDMA_FABRICS:
         return [
             *panels,
             Panel("InfiniBand", text=f"This site has no InfiniBand/RoCE fabric (fabric type {fab['type']}): no ports."),

@@ -26,19 +26,21 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
     power,
     ups,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host, netplan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology_conf
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, gpu_limits, tenants, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site, load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests as k8s_manifests
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards, slurm_queue
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import prometheus as monitoring
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import monitoring_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.addresses import address_plan, etc_hosts_entries
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_manifest
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import firewall_plan, host_policy
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.settings import slurm_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
     beegfs,
     checkpoint,
@@ -46,11 +48,15 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
     lustre_targets,
     nfs,
     nvmeof,
-    storage,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import (
+    local_raid_plan,
+    storage_check,
+    storage_sizing,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import floors as validation
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import validation_floors
 
 SCHEMA_VERSION = 1
 
@@ -129,7 +135,7 @@ def _cooling(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
 
 def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
     st, wl = site.storage, site.workload
-    sizing = storage.storage_sizing(
+    sizing = storage_sizing(
         model_params_b=wl.get("model_params_b"),
         bytes_per_param=wl.get("checkpoint_bytes_per_param", 14),
         interval_min=wl.get("checkpoint_interval_min", 30),
@@ -145,9 +151,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
         "paths": dict(st.get("paths") or {}),
         "local_scratch": st.get("local_scratch"),
         "sizing": sizing,
-        "check": storage.storage_check(
-            sizing, tier.storage_write_gbps[0], bool(wl.get("allow_storage_below_need", False))
-        ),
+        "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.get("allow_storage_below_need", False))),
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
     if st["type"] == "lustre":
@@ -195,10 +199,10 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             paths={k: v for k, v in out["paths"].items() if k in ("checkpoints", "datasets", "home")},
             client_interfaces=storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]],
             server_interfaces=_server_interfaces(site),
-            rdma=site.fabric["type"] in ("infiniband", "roce"),
+            rdma=site.fabric["type"] in RDMA_FABRICS,
         )
     else:
-        out["local_nvme"] = storage.local_raid_plan(
+        out["local_nvme"] = local_raid_plan(
             dict(st.get("local_nvme") or {}),
             out["paths"],
             hosts=site.hosts_in("storage"),
@@ -360,7 +364,7 @@ def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
     xml = ""
     if topo_file:
         require(
-            ftype in ("infiniband", "roce"),
+            ftype in RDMA_FABRICS,
             "gpucluster_node.nccl_topology",
             choice,
             "detect when gpucluster_fabric.type is tcp (the file places RDMA NICs)",
@@ -405,10 +409,10 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
     if ftype != "none":
         require(bool(nics), "gpucluster_node.nics", [], "at least one NIC with purpose compute when there is a fabric")
     rate = f.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400
-    cabling = fabric.site_cabling(
+    cabling = site_cabling(
         f,
         fabric_type=ftype,
-        topology=topology if ftype in ("infiniband", "roce") else "none",
+        topology=topology if ftype in RDMA_FABRICS else "none",
         compute_hosts=site.compute_hosts,
         rail_hcas=[n.name for n in nics],
         link_rate_gbps=rate,
@@ -434,7 +438,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
         "infiniband": ib,
         "roce": fabric_host.roce_settings(f.get("roce"), field=f"{p}.roce") if ftype == "roce" else None,
         "cabling": cabling,
-        "topology_conf": fabric.slurm_topology_conf(cabling),
+        "topology_conf": slurm_topology_conf(cabling),
     }
 
 
@@ -456,7 +460,7 @@ def _server_interfaces(site: Site) -> list[str]:
 
 
 def _storage_nics(site: Site, roles: list[str]) -> list[str]:
-    """The interfaces that get a storage address on a host with these roles (netplan.address_plan)."""
+    """The interfaces that get a storage address on a host with these roles (plan/addresses.py address_plan)."""
     if "compute" in roles:
         return [n.netdev for n in site.node.nics_for("storage")]
     return _server_interfaces(site) if "storage" in roles else []
@@ -503,7 +507,7 @@ def cluster_plan(
     pw = _power(site)  # decides the GPU power limit (rack budget vs. policy)
     gpu = _gpu(site, pw)  # applies it: -pl, and the value DCGM and the power alert read
     fab = _fabric(site, tier)
-    addresses = netplan.address_plan(
+    addresses = address_plan(
         pools=site.network,
         hosts=[{"name": h.name, "roles": h.roles, "storage_nics": _storage_nics(site, h.roles)} for h in site.hosts],
         rails=fab["rails"] if fab["type"] != "none" else 0,
@@ -529,7 +533,7 @@ def cluster_plan(
         "hosts": _hosts(site, addresses),
         "network": {k: v for k, v in addresses.items() if k != "hosts"},
         "firewall": firewall_plan(addresses),
-        "etc_hosts": netplan.etc_hosts_entries(addresses, site.domain),
+        "etc_hosts": etc_hosts_entries(addresses, site.domain),
         "time": {
             "server": site.head,
             "server_address": addresses["hosts"][site.head]["management"],
@@ -552,7 +556,7 @@ def cluster_plan(
             pipeline_parallel=wl.get("pipeline_parallel"),
             nvlink_domain_gpus=gpu["interconnect"]["domain_gpus"],
         ),
-        "validation": validation.validation_floors(
+        "validation": validation_floors(
             tier=tier,
             gpu_model=site.node.gpu_model,
             fabric_type=fab["type"],
@@ -578,8 +582,8 @@ def cluster_plan(
     slurm_section = site.raw.get("gpucluster_slurm")  # not a mapping: accounting_plan names it
     health_section = slurm_section.get("health") if isinstance(slurm_section, dict) else None
     plan["health"] = health.health_config(plan, health_section)
-    plan["slurm"] = slurm.slurm_plan(site, plan)
-    plan["monitoring"] = monitoring.monitoring_plan(plan)
+    plan["slurm"] = slurm_plan(site, plan)
+    plan["monitoring"] = monitoring_plan(plan)
     plan["dcgm"] = dcgm.dcgm_policy(plan)
     plan["monitoring"]["slurm_queue"] = slurm_queue.slurm_queue_plan(plan)  # the head's Slurm exporter
     plan["monitoring"]["grafana"] = dashboards.grafana_plan(plan)  # reads the dcgm counters

@@ -15,24 +15,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
 #: Who gets a file: every host, one host role, or a union of roles.
 HOSTS: dict[str, frozenset[str] | None] = {
     "all": None,
-    "head": frozenset({"head"}),
-    "compute": frozenset({"compute"}),
-    "nfs_server": frozenset({"nfs_server"}),
-    "lustre_mds": frozenset({"lustre_mds"}),
-    "lustre_oss": frozenset({"lustre_oss"}),
-    "slurm": frozenset({"head", "compute", "slurm_backup"}),
-    "slurm_controller": frozenset({"head", "slurm_backup"}),  # every slurmctld host (slurm/ha.py)
-    "lustre_server": frozenset({"lustre_mds", "lustre_oss"}),
-    "nvmeof_target": frozenset({"nvmeof_target"}),
-    "beegfs_mgmtd": frozenset({"beegfs_mgmtd"}),
-    "beegfs_meta": frozenset({"beegfs_meta"}),
-    "beegfs_storage": frozenset({"beegfs_storage"}),
-    "beegfs_server": frozenset({"beegfs_mgmtd", "beegfs_meta", "beegfs_storage"}),
+    groups.HEAD: frozenset({groups.HEAD}),
+    groups.COMPUTE: frozenset({groups.COMPUTE}),
+    groups.NFS_SERVER: frozenset({groups.NFS_SERVER}),
+    groups.LUSTRE_MDS: frozenset({groups.LUSTRE_MDS}),
+    groups.LUSTRE_OSS: frozenset({groups.LUSTRE_OSS}),
+    "slurm": groups.SLURM_HOSTS,
+    "slurm_controller": groups.SLURM_CONTROLLERS,  # every slurmctld host (slurm/ha.py)
+    "lustre_server": groups.LUSTRE_SERVERS,
+    groups.NVMEOF_TARGET: frozenset({groups.NVMEOF_TARGET}),
+    groups.BEEGFS_MGMTD: frozenset({groups.BEEGFS_MGMTD}),
+    groups.BEEGFS_META: frozenset({groups.BEEGFS_META}),
+    groups.BEEGFS_STORAGE: frozenset({groups.BEEGFS_STORAGE}),
+    "beegfs_server": groups.BEEGFS_SERVERS,
 }
 
 #: The fields an entry may have (the engine reads src, dest, hosts, if, plan, each; the role's

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import GRAFANA_PORT
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import (
     ALERTMANAGER_PORT,
@@ -57,14 +58,14 @@ class Service:
 
 #: The services per role (ports: monitoring/prometheus.py, with their sources).
 SERVICES: tuple[Service, ...] = (
-    Service("slurmctld", SLURMCTLD_PORT, frozenset({"head", "slurm_backup"})),  # backup controllers too
-    Service("slurmd", SLURMD_PORT, frozenset({"compute"})),
-    Service("slurmdbd", SLURMDBD_PORT, frozenset({"head"})),
-    Service("prometheus", PROMETHEUS_PORT, frozenset({"head"})),
-    Service("alertmanager", ALERTMANAGER_PORT, frozenset({"head"})),
-    Service("grafana", GRAFANA_PORT, frozenset({"head"})),
+    Service("slurmctld", SLURMCTLD_PORT, groups.SLURM_CONTROLLERS),  # backup controllers too
+    Service("slurmd", SLURMD_PORT, frozenset({groups.COMPUTE})),
+    Service("slurmdbd", SLURMDBD_PORT, frozenset({groups.HEAD})),
+    Service("prometheus", PROMETHEUS_PORT, frozenset({groups.HEAD})),
+    Service("alertmanager", ALERTMANAGER_PORT, frozenset({groups.HEAD})),
+    Service("grafana", GRAFANA_PORT, frozenset({groups.HEAD})),
     Service("node-exporter", NODE_EXPORTER_PORT, None),
-    Service("dcgm-exporter", DCGM_EXPORTER_PORT, frozenset({"compute"})),
+    Service("dcgm-exporter", DCGM_EXPORTER_PORT, frozenset({groups.COMPUTE})),
 )
 
 

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 
@@ -50,20 +51,20 @@ SHARED: tuple[str, ...] = (
 #: etc_hosts and topology.conf stay everywhere (/etc/hosts on every host; the slurm role reads
 #: topology_conf on the head and the compute nodes); storage.lustre.oss is the servers' list.
 KEEP_ON: dict[str, frozenset[str]] = {
-    "health.nodes": frozenset({"compute"}),  # /etc/gpucluster/healthcheck.json (compute role)
+    "health.nodes": frozenset({groups.COMPUTE}),  # /etc/gpucluster/healthcheck.json (compute role)
     # the head checks the discovered fabric against the whole cabling (fabric_check, run once)
-    "fabric.cabling.links": frozenset({"head"}),
-    "fabric.cabling.hcas": frozenset({"head"}),
-    "fabric.cabling.switches": frozenset({"head"}),
-    "fabric.cabling.scalable_units": frozenset({"head"}),
-    "monitoring.targets": frozenset({"head"}),  # prometheus.yml (head role)
-    "monitoring.scrape_jobs": frozenset({"head"}),
+    "fabric.cabling.links": frozenset({groups.HEAD}),
+    "fabric.cabling.hcas": frozenset({groups.HEAD}),
+    "fabric.cabling.switches": frozenset({groups.HEAD}),
+    "fabric.cabling.scalable_units": frozenset({groups.HEAD}),
+    "monitoring.targets": frozenset({groups.HEAD}),  # prometheus.yml (head role)
+    "monitoring.scrape_jobs": frozenset({groups.HEAD}),
     # the Grafana provisioning files and dashboards (head role): ~80 KB no other host reads
-    "monitoring.grafana": frozenset({"head"}),
+    "monitoring.grafana": frozenset({groups.HEAD}),
     # every Lustre server's LNet NIDs (one per interface): the servers' own business
-    "storage.lustre.server_nids": frozenset({"storage"}),
+    "storage.lustre.server_nids": frozenset({groups.STORAGE}),
     # the rail pairs of the acceptance tests (playbooks/validate.yml runs them on the compute nodes)
-    "validation.tests.ib_write_bw": frozenset({"compute"}),
+    "validation.tests.ib_write_bw": frozenset({groups.COMPUTE}),
 }
 
 #: Host-indexed parts narrowed to the host: a mapping keeps only the host's key, a list of host

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import DRAIN_POLICIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 
 FIELD = "gpucluster_rollout"
@@ -30,7 +31,6 @@ DEFAULTS: dict[str, Any] = {
     "drain_timeout_s": 3600,
     "drain_policy": "wait",
 }
-DRAIN_POLICIES = ("wait", "skip")
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*\Z")
 
 

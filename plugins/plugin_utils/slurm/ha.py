@@ -240,7 +240,7 @@ def primary_on(timeout_s: int, hosts: list[str]) -> dict[str, Any]:
     }
 
 
-#: The report's words for the section (report/report.py, only with a backup controller).
+#: The report's words for the section (report/sections.py, only with a backup controller).
 INTRO = (
     "SlurmctldHost once per controller, the head first: a backup takes control after SlurmctldTimeout "
     "without the primary and hands it back when the primary starts; both share StateSaveLocation "

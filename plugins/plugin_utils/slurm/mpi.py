@@ -47,13 +47,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import FABRIC_TYPES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     check_range,
 )
 
-FABRIC_TYPES = ("none", "infiniband", "roce", "tcp")
 #: slurm.conf MpiDefault (docs/sources.md [SL5]).
 MPI_DEFAULT = "pmix"
 UCX_CONF = "/etc/ucx/ucx.conf"

@@ -26,6 +26,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import DRAIN_POLICIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -35,7 +36,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 #: Drains whose reason starts with this were set by a converge; only those are resumed by it.
 CONVERGE_PREFIX = "gpucluster-converge:"
 CONVERGE_REASON = f"{CONVERGE_PREFIX} restart pending"
-POLICIES = ("wait", "skip")
 #: Restart order: the driver's daemons before what uses them, slurmd last so the node
 #: registers again only when everything under it is in place. Other units go before slurmd.
 RESTART_ORDER = (
@@ -139,7 +139,7 @@ def restart_decision(
     ``squeue -h -w <node>`` (one line per job), ``policy`` and ``timeout_s``
     gpucluster_rollout.drain_policy and drain_timeout_s.
     """
-    check_choice(policy, "gpucluster_rollout.drain_policy", POLICIES)
+    check_choice(policy, "gpucluster_rollout.drain_policy", DRAIN_POLICIES)
     wait_s = max(1, int(check_range(timeout_s, "gpucluster_rollout.drain_timeout_s", 0, integer=True)))
 
     def _out(decision: Decision) -> dict[str, Any]:

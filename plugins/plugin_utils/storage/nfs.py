@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -45,7 +46,6 @@ PROTOS = ("tcp", "rdma")
 RDMA_PORT = 20049
 RDMA_CLIENT_OPTIONS = f"rw,hard,proto=rdma,port={RDMA_PORT},vers=4.2"
 #: Fabrics that carry RDMA (NFS over RDMA needs an RDMA NIC on both ends)
-RDMA_FABRICS = ("infiniband", "roce")
 #: The server's storage NICs when the inventory does not say: one 100 Gb/s port (a policy default,
 #: 12.5 GB/s; set gpucluster_storage.nfs.server_nics to the server's real ports)
 DEFAULT_SERVER_NICS = {"count": 1, "rate_gbps": 100}

@@ -38,7 +38,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.storage import local_raid_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
 TRANSPORTS = ("rdma", "tcp")
 #: The NVMe-oF port IANA assigned (NVMe-oF, NVMe/TCP specifications [V3]; nvmetcli, nvme-cli examples [V1][V2]).

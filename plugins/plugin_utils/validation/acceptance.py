@@ -18,6 +18,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_hosts
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates import (
     FAIL,
@@ -96,7 +97,7 @@ def ib_write_bw_pairs(plan: dict[str, Any]) -> list[dict[str, Any]]:
     exchanges QP data over TCP on the management address.
     """
     fab = plan["fabric"]
-    if fab["type"] not in ("infiniband", "roce"):
+    if fab["type"] not in RDMA_FABRICS:
         return []
     seen: dict[str, None] = {}  # the hosts in cabling order, each once (a dict: linear at any size)
     hcas: dict[tuple[str, int], str] = {}

@@ -52,3 +52,15 @@ def test_target_side_code_imports_no_controller_code() -> None:
 def test_target_side_code_parses_as_python_3_10() -> None:
     for path in sorted(MODULE_UTILS.glob("*.py")) + sorted((ROOT / "plugins" / "modules").glob("*.py")):
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 10))
+
+
+def test_the_plan_package_does_not_import_the_report() -> None:
+    """The report is rendered from the plan (filter plan_report), never part of computing it."""
+    report = "ansible_collections.gpucluster.tiers.plugins.plugin_utils.report"
+    found = []
+    for path in sorted((PLUGIN_UTILS / "plan").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {n}" for n in names if n == report or n.startswith(report + ".")]
+    assert found == []

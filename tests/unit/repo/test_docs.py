@@ -28,7 +28,7 @@ def test_settings_md_is_generated_from_the_engine() -> None:
 def test_settings_md_covers_every_report_setting_and_plan_key() -> None:
     gen = _gen_settings()
     text = gen.generate()
-    plan = gen.cluster_plan(*gen.load_inventory("tier4"))
+    plan = gen.cluster_plan(*gen.read_inventory(gen.ROOT / "inventories" / "tier4"))
     for key in plan:
         assert f"| `{key}` |" in text, key
     for section in gen.report_sections(plan):

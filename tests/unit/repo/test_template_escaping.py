@@ -301,7 +301,7 @@ def test_report_names_are_text_not_markdown() -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html
 
     plan = tricky_plan("tier3")
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import sections as report
 
     markdown = (
         _env(ROOT / "playbooks" / "templates")

@@ -20,7 +20,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, load_script
 from ansible_collections.gpucluster.tiers.plugins.module_utils import gpu
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import health
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX, health_config
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import slurm
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import settings as slurm_settings
 
 SCRIPT = ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck"
 DATA = ROOT / "tests" / "data"
@@ -362,7 +362,7 @@ def test_modes_and_dcgm_from_the_plan(plan: dict[str, Any]) -> None:
     assert cfg["modes"] == {
         "periodic": {
             "enabled": True,
-            "program": slurm.HEALTH_CHECK_PROGRAM,
+            "program": slurm_settings.HEALTH_CHECK_PROGRAM,
             "checks": ["gpus", "xid", "fabric", "coolant", "bringup"],
         },
         "epilog": {"enabled": True, "program": "/usr/local/sbin/gpucluster-epilog", "checks": ["gpus", "xid", "dcgm"]},
@@ -413,7 +413,7 @@ def test_wrappers_run_the_installed_check_in_their_mode(plan: dict[str, Any]) ->
             "0755",
         )
         text = render_role_template("compute", f"gpucluster-{mode}.j2", plan, NODE)
-        assert text.splitlines()[-1] == f"exec {slurm.HEALTH_CHECK_PROGRAM} --mode {mode}"
+        assert text.splitlines()[-1] == f"exec {slurm_settings.HEALTH_CHECK_PROGRAM} --mode {mode}"
         assert "\nPATH=" in text  # Slurm runs hooks without a search path
 
 
@@ -547,7 +547,7 @@ def test_an_xid_drain_keeps_its_reason_when_another_problem_follows() -> None:
 
 
 def test_report_shows_the_hooks_and_the_diagnostic(plan: dict[str, Any]) -> None:
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
     section = next(s for s in report_sections(plan) if s["title"] == "Node health check")
     rows = {r[0]: r[1] for r in section["rows"]}
@@ -671,7 +671,7 @@ def test_k8s_config_uses_kubectl_with_the_plans_kubeconfig(k8s_plan: dict[str, A
         "dry_run": False,
     }
     assert not cfg["modes"]["epilog"]["enabled"] and not cfg["modes"]["prolog"]["enabled"]  # Slurm's hooks
-    assert cfg["interval_s"] == slurm.HEALTH_CHECK_INTERVAL_S
+    assert cfg["interval_s"] == slurm_settings.HEALTH_CHECK_INTERVAL_S
 
 
 def test_k8s_failed_fabric_cordons_and_taints(k8s_node: K8sNode) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 H100 = mig.geometry(GPUS["h100_sxm"])
 

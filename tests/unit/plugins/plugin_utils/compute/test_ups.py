@@ -15,7 +15,7 @@ import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import ups
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections, report_summary
 
 POWER = {"total_kw": 50.0, "rack_kw": 25.0}
 CLUSTER = {"compute_hostlist": "node[01-04]"}

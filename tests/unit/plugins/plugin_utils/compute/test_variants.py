@@ -11,7 +11,7 @@ import pytest
 from conftest import cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 RTX = "examples/tier1-rtxpro6000"
 B200 = "examples/tier4-b200"

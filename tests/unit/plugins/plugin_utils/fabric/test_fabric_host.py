@@ -23,7 +23,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 TEMPLATES = ROOT / "roles" / "fabric" / "templates"
 

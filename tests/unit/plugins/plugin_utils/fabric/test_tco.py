@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 TIER4 = {"topology": "fat_tree", "rails": 8, "gpus_per_node": 8, "switch_radix": 64}
 HOSTS8 = [f"compute{i:02d}" for i in range(1, 9)]

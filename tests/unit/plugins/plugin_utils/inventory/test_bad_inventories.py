@@ -19,7 +19,7 @@ from conftest import load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections, report_summary
 
 Inventory = tuple[dict[str, Any], dict[str, list[str]]]
 DROP = object()

@@ -21,7 +21,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import
     files_manifest,
     role_file_entries,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 
 def _entry(**fields: Any) -> dict[str, Any]:

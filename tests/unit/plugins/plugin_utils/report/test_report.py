@@ -1,6 +1,6 @@
 """report.md for a newcomer: labelled pairs, formulas with their inputs, and a summary that opens it.
 
-The report is rendered from the plan (report.report_sections, report.report_summary; filter plan_report), so these
+The report is rendered from the plan (report/sections.py report_sections, report_summary; filter plan_report), so these
 tests read it without Ansible; the template is rendered with plain Jinja2 for the order checks.
 """
 
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import report as report_module
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections, report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import sections as report_module
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections, report_summary
 
 UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.report import report_sections
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import (
     C2C_GBS_PER_DIRECTION,
     FIELD,
@@ -19,7 +19,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoin
     drain_plan,
     drain_rows,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.storage import storage_sizing
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import storage_sizing
 
 SIZING = dict(
     model_params_b=70, bytes_per_param=14, interval_min=30, overlap_target=0.10, write_floor_gbps=20,

@@ -18,7 +18,7 @@ from conftest import ROOT, cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import lustre_targets, target_name
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.storage import local_raid_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
 
 def _plan(tier: str, **changes: Any) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import netplan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.netplan import address_plan, etc_hosts_entries
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import addresses
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.addresses import address_plan, etc_hosts_entries
 
 POOLS = {
     "management": {"cidr": "10.30.0.0/24", "first_offset": 10},
@@ -119,4 +119,4 @@ def test_storage_addresses_are_unique_per_interface(nics: list[int]) -> None:
 
 @given(st.integers(0, 2**32 - 1))
 def test_a_dotted_quad_is_the_standard_librarys(value: int) -> None:
-    assert netplan._dotted(value) == str(ipaddress.IPv4Address(value))
+    assert addresses._dotted(value) == str(ipaddress.IPv4Address(value))

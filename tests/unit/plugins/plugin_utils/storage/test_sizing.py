@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.storage import storage_check, storage_sizing
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import storage_check, storage_sizing
 
 BASE = dict(
     model_params_b=70, bytes_per_param=14, interval_min=30, overlap_target=0.10, write_floor_gbps=20,
