@@ -14,7 +14,8 @@ ansible-test see it), and lazy (the first call imports, later calls find the mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,44 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 
 
+def origin(field: str, sources: Iterable[Any]) -> str:
+    """Where the inventory value at the dotted ``field`` was set: `` (set in <file>:<line>)``, or "".
+
+    ansible-core 2.19 tags each value it loads from a YAML file with its origin (file, line); the
+    deepest tagged value along the field's path names the file a user has to open. Values that
+    come from elsewhere (extra vars, a plan's defaults) carry no file: nothing is added.
+    """
+    try:
+        from ansible._internal._datatag._tags import Origin
+    except ImportError:  # another ansible-core: the message stays without the file
+        return ""
+    found = None
+    parts = re.findall(r"[^.\[\]]+", field)
+    for source in sources:
+        node = source
+        for part in parts:
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                break
+            tag = Origin.get_tag(node)
+            if tag is not None and tag.path:
+                found = tag
+        if found is not None:
+            break
+    if found is None:
+        return ""
+    return f" (set in {found.path}{f':{found.line_num}' if found.line_num else ''})"
+
+
 def _run(name: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return func(*[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
     except PlanError as exc:
-        raise AnsibleFilterError(f"gpucluster.tiers.{name}: {exc}") from None
+        where = origin(exc.field, [a for a in (*args, *kwargs.values()) if isinstance(a, Mapping)])
+        raise AnsibleFilterError(f"gpucluster.tiers.{name}: {exc}{where}") from None
     except TypeError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: bad arguments: {exc}") from None
 
@@ -97,7 +131,7 @@ def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dic
     """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
-    site = {k: v for k, v in plain(site_vars).items() if k.startswith("gpucluster_") and k != "gpucluster_plan"}
+    site = {k: v for k, v in site_vars.items() if str(k).startswith("gpucluster_") and k != "gpucluster_plan"}
     return _run("cluster_plan", assembly.cluster_plan, site, groups, role_files())
 
 

@@ -113,6 +113,9 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "files": {"type": "list", "elements": "dict", "required": True},
+            # options of the action (it renders on the controller); accepted here, not used
+            "template_root": {"type": "path"},
+            "dest_dir": {"type": "path"},
             "owner": {"type": "str", "default": "root"},
             "group": {"type": "str", "default": "root"},
         },

@@ -7,6 +7,7 @@ plan play can fail before any host is contacted with a message a user can act on
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,20 @@ class PlanError(ValueError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return f"inventory field '{self.field}': value {self.value!r} is not allowed; allowed: {self.allowed}"
+        return (
+            f"inventory field '{self.field}': value {self.value!r} is not allowed; allowed: {self.allowed}"
+            + did_you_mean(self.value, self.allowed)
+        )
+
+
+def did_you_mean(value: Any, allowed: str) -> str:
+    """``; did you mean 'x'?`` when ``allowed`` lists choices (``one of a, b, c``) and one is close to
+    ``value`` (a misspelt model or policy name), else ""."""
+    if not isinstance(value, str) or not allowed.startswith("one of "):
+        return ""
+    choices = [c.strip() for c in allowed.removeprefix("one of ").split(";", 1)[0].split(",")]
+    close = difflib.get_close_matches(value, [c for c in choices if c], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close and close[0] != value else ""
 
 
 def require(condition: bool, field: str, value: Any, allowed: str) -> None:

@@ -59,3 +59,28 @@ def test_every_filter_has_docs() -> None:
     for name, doc in docs.items():
         assert doc["doc"]["short_description"], name
         assert doc["examples"], name
+
+
+def test_a_misspelt_choice_gets_a_did_you_mean_and_the_file_it_was_set_in(
+    tier3: tuple[dict[str, Any], dict[str, list[str]]],
+) -> None:
+    """The error a user reads names the inventory file and line (ansible-core's Origin tag on the
+    value, as a group_vars file gives it) and the closest allowed value."""
+    from ansible._internal._datatag._tags import Origin
+
+    site, groups = tier3
+    where = Origin(path="/site/group_vars/all/node.yml", line_num=5)
+    node = where.tag({**site["gpucluster_node"], "gpu_model": where.tag("h100_sxn")})
+    with pytest.raises(AnsibleFilterError) as caught:
+        FILTERS["cluster_plan"]({**site, "gpucluster_node": node}, groups)
+    message = str(caught.value)
+    assert "inventory field 'gpucluster_node.gpu_model': value 'h100_sxn' is not allowed" in message
+    assert "did you mean 'h100_sxm'?" in message
+    assert "(set in /site/group_vars/all/node.yml:5)" in message
+
+
+def test_an_untagged_value_adds_no_file() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import origin
+
+    assert origin("gpucluster_node.gpu_model", [{"gpucluster_node": {"gpu_model": "x"}}]) == ""
+    assert origin("gpucluster_tenants.teams[3].share", [{}]) == ""

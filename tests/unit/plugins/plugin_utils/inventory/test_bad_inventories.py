@@ -808,3 +808,12 @@ def test_a_tier4_of_two_nodes_plans_and_the_report_says_so() -> None:
     tier_rows = next(s for s in report_sections(plan) if s["title"] == "Tier")["rows"]
     assert ["reference tier", "tier4", "2 nodes / 16 GPUs, tier reference 8 / 64"] in tier_rows
     assert any("2 compute nodes where the tier4 reference has 8" in w for w in report_summary(plan)["warnings"])
+
+
+def test_did_you_mean_only_for_a_close_listed_choice() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import did_you_mean
+
+    assert did_you_mean("h100_sxn", "one of a100_pcie, h100_sxm, b200") == "; did you mean 'h100_sxm'?"
+    assert did_you_mean("zzz", "one of a100_pcie, h100_sxm") == ""
+    assert did_you_mean(7, "one of 1, 2") == ""
+    assert did_you_mean("h100_sxn", "at most 8 GPUs") == ""
