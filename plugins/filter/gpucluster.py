@@ -239,7 +239,7 @@ def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
     return _run("plan_report", lambda p: {"sections": report_sections(p), "summary": report_summary(p)}, data)
 
 
-def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
+def audit_request(view: Mapping[str, Any], host: str, layout_client: str = "") -> dict[str, Any]:
     """The audit_facts arguments of a host, from its own view of the plan (plugin_utils/audit/engine.py).
 
     The view is not converted with plain(): it refers to the plan's shared tables, which a copy per
@@ -247,7 +247,7 @@ def audit_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
 
     try:
-        return engine.host_request(view, str(host))
+        return engine.host_request(view, str(host), str(layout_client) or None)
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.audit_request: {exc}") from None
 

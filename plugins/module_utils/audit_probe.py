@@ -11,7 +11,11 @@ tool is never a finding by itself: the controller decides what the plan expects
 - :func:`parse_nvlink_status`: ``nvidia-smi nvlink -s``, active links per GPU;
 - :func:`parse_ibstat`: ``ibstat``, each HCA's firmware and its ports' state and rate;
 - :func:`parse_fabricmanager_version`: ``nv-fabricmanager --version``;
-- :func:`parse_scontrol_nodes`: ``scontrol -o show node``, each node's Gres, features and state.
+- :func:`parse_scontrol_nodes`: ``scontrol -o show node``, each node's Gres, features and state;
+- :func:`parse_srun_env`: ``srun --label ... env`` on the compute nodes, the NCCL_* variables a job's
+  tasks see on each node (:data:`JOB_ENV_SCRIPT`);
+- :func:`parse_beegfs_entryinfo`: ``beegfs-ctl --getentryinfo DIR``, a directory's stripe pattern
+  (Lustre layouts: module_utils/lustre_yaml.py, the lustre_layout module's reader).
 """
 
 from __future__ import annotations
@@ -181,4 +185,119 @@ def parse_scontrol_nodes(text: str) -> dict[str, dict[str, Any]]:
             "state": field("State"),
             "reason": field("Reason"),
         }
+    return out
+
+
+#: What each task of the audit's srun prints (``/bin/sh -lc``: a login shell, so /etc/profile and
+#: /etc/profile.d run as in a user's session; Slurm's TaskProlog exports are already in the task's
+#: environment): the NCCL_* lines of /etc/environment (pam_env's file, read at a login; docs/sources.md
+#: [AU4]) first, then the task's own NCCL_* variables and SLURMD_NODENAME. A later line wins, as the
+#: profile overrides pam_env. ``exit 0``: a node without any NCCL_* line is not a failed task.
+JOB_ENV_SCRIPT = (
+    "grep -E '^[[:space:]]*(export[[:space:]]+)?NCCL_[A-Za-z0-9_]*=' /etc/environment 2>/dev/null; "
+    "env | grep -E '^(NCCL_[A-Za-z0-9_]*|SLURMD_NODENAME)='; exit 0"
+)
+#: Variables named NCCL_* that NCCL does not read: NVIDIA's CUDA container images set NCCL_VERSION as
+#: a label of the library they ship (not an NCCL setting; docs/sources.md [N1] lists NCCL's variables).
+NOT_SETTINGS = frozenset({"NCCL_VERSION"})
+
+
+def job_env_argv(nodes: str, wait: int) -> list[str]:
+    """srun's arguments: one task per node of ``nodes`` (a Slurm hostlist), labelled, bounded.
+
+    ``--immediate``: give up when the nodes are not free within ``wait`` seconds (a full production
+    queue must never hang the audit); ``--export=NONE``: none of the caller's (the audit's) environment,
+    only what the node gives a job; ``--time=1``: one minute at most (srun(1); docs/sources.md [AU4])."""
+    return [
+        "--label",
+        f"--immediate={wait}",
+        "--time=1",
+        "--export=NONE",
+        "--ntasks-per-node=1",
+        f"--nodelist={nodes}",
+        "--job-name=gpucluster-audit",
+        "/bin/sh",
+        "-lc",
+        JOB_ENV_SCRIPT,
+    ]
+
+
+#: ``srun --label``: each line of a task's output starts with its task number, right-aligned to the
+#: widest number, and ``": "`` (``" 3: NCCL_DEBUG=WARN"``).
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _unquote(value: str) -> str:
+    v = value.strip()
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+        return v[1:-1]
+    return v
+
+
+def parse_srun_env(text: str) -> dict[str, dict[str, str]]:
+    """{node: {NCCL_* name: value}} from the labelled output of :data:`JOB_ENV_SCRIPT` (or ``srun -l env``).
+
+    Each task names its node in SLURMD_NODENAME (srun(1), set for every task); a task's later line for
+    a name wins. Lines without a label (srun's own messages) and labelled lines that are no assignment
+    (the rest of a multi-line value) are skipped; variables NCCL does not read (:data:`NOT_SETTINGS`)
+    and other names are left out."""
+    tasks: dict[int, dict[str, str]] = {}
+    for line in text.splitlines():
+        label = _LABEL.match(line)
+        if not label:
+            continue
+        assign = _ASSIGN.match(label.group(2))
+        if not assign:
+            continue
+        tasks.setdefault(int(label.group(1)), {})[assign.group(1)] = _unquote(assign.group(2))
+    out: dict[str, dict[str, str]] = {}
+    for task, env in sorted(tasks.items()):
+        node = env.get("SLURMD_NODENAME")
+        if not node:
+            raise ProbeParseError(f"srun task {task} printed no SLURMD_NODENAME")
+        out[node] = {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_") and k not in NOT_SETTINGS}
+    return out
+
+
+_SIZE = re.compile(r"^(\d+)\s*([kKmMgG]?)i?[bB]?$")
+_SCALE = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_beegfs_entryinfo(text: str) -> dict[str, Any]:
+    """A directory's stripe pattern from ``beegfs-ctl --getentryinfo DIR`` (docs/sources.md [AU5]).
+
+    The lines read (BeeGFS 7; ``beegfs entry info --retro`` in BeeGFS 8 prints the same)::
+
+        Entry type: directory
+        Stripe pattern details:
+        + Type: RAID0
+        + Chunksize: 1M
+        + Number of storage targets: desired: 4
+
+    Returns entry_type, pattern (RAID0, Buddy Mirror, ...), chunksize (bytes) and numtargets (the
+    desired count)."""
+    out: dict[str, Any] = {"entry_type": None, "pattern": None, "chunksize": None, "numtargets": None}
+    for raw in text.splitlines():
+        line = raw.strip().lstrip("+").strip()
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip().lower(), value.strip()
+        if key == "entry type":
+            out["entry_type"] = value
+        elif key == "type":
+            out["pattern"] = value
+        elif key == "chunksize":
+            size = _SIZE.match(value)
+            if not size:
+                raise ProbeParseError(f"beegfs-ctl --getentryinfo: Chunksize {value!r} is not a size")
+            out["chunksize"] = int(size.group(1)) * _SCALE[size.group(2).lower()]
+        elif key == "number of storage targets":
+            desired = re.search(r"desired:\s*(\d+)", value)
+            if not desired:
+                raise ProbeParseError(f"beegfs-ctl --getentryinfo: no desired target count in {value!r}")
+            out["numtargets"] = int(desired.group(1))
+    if out["chunksize"] is None or out["numtargets"] is None:
+        raise ProbeParseError(f"beegfs-ctl --getentryinfo printed no stripe pattern: {text[:200]!r}")
     return out

@@ -18,7 +18,16 @@ description:
     C(systemctl show) call; GPUs with C(nvidia-smi --query-gpu) (power limit, persistence, MIG mode,
     driver and VBIOS versions) and C(nvidia-smi nvlink -s); HCAs with C(ibstat); Fabric Manager with
     C(nv-fabricmanager --version); the firewall with C(nft list table); Slurm with C(scontrol -o show node).
-  - Never reports a change and runs the same in check mode.
+  - "The NCCL environment a job sees (O(job_env_nodes)): one C(srun --label --immediate=<job_env_wait> --export=NONE
+    --ntasks-per-node=1 --nodelist=<job_env_nodes> /bin/sh -lc ...) from the head, one short task per compute
+    node that prints the NCCL_* lines of C(/etc/environment) and the NCCL_* variables of its environment
+    (login profile, C(/etc/profile.d), Slurm's TaskProlog). Nodes not free within C(job_env_wait) seconds:
+    C(error), with srun's message."
+  - "The planned directories' layouts (O(layouts.dirs)), on one client: Lustre with
+    C(lfs getstripe -d --yaml DIR) (the reader of M(gpucluster.tiers.lustre_layout)), BeeGFS with
+    C(beegfs-ctl --getentryinfo DIR). A directory that does not exist is C(missing)."
+  - Never reports a change and runs the same in check mode (the srun starts a one-task-per-node job that
+    only prints its environment).
 options:
   files:
     description: Absolute paths whose sha256 to read.
@@ -50,6 +59,33 @@ options:
     description: Read every node as slurmctld sees it (run on the head).
     type: bool
     default: false
+  job_env_nodes:
+    description: Slurm hostlist of the compute nodes whose job environment to read with one srun (run on the
+      head); empty to skip.
+    type: str
+    default: ""
+  job_env_wait:
+    description: Seconds srun waits for the nodes (C(--immediate)); not free by then, the probe is C(error).
+    type: int
+    default: 30
+  layouts:
+    description: The planned directories whose layout to read (one client of the parallel file system).
+    type: dict
+    suboptions:
+      kind:
+        description: C(lustre) (C(lfs getstripe)) or C(beegfs) (C(beegfs-ctl --getentryinfo)).
+        type: str
+        choices: [lustre, beegfs]
+        required: true
+      mount:
+        description: The file system's mount point; not mounted, the probe is C(error).
+        type: path
+        required: true
+      dirs:
+        description: Absolute paths of the planned directories.
+        type: list
+        elements: path
+        required: true
   timeout:
     description: Seconds allowed for each tool call (coreutils C(timeout)).
     type: int
@@ -74,6 +110,19 @@ EXAMPLES = r"""
     hca: true
     nft_table: gpucluster
   register: audit_host
+
+- name: On the head, the NCCL environment of a job on each compute node
+  gpucluster.tiers.audit_facts:
+    slurm_nodes: true
+    job_env_nodes: compute[01-04]
+    job_env_wait: 30
+
+- name: On one Lustre client, the planned directories' default layouts
+  gpucluster.tiers.audit_facts:
+    layouts:
+      kind: lustre
+      mount: /lustre/aifs
+      dirs: [/lustre/aifs/checkpoints, /lustre/aifs/datasets]
 """
 
 RETURN = r"""
@@ -104,6 +153,14 @@ audit:
     slurm:
       description: C(state), C(reason), C(nodes) (node to gres, features, state, reason).
       type: dict
+    job_env:
+      description: C(state), C(reason), C(nodes) (node to its job's NCCL_* variables, name to value).
+      type: dict
+    layouts:
+      description: C(state), C(reason), C(kind), C(dirs) (path to C(state) ok, missing or error, C(reason),
+        and C(layout) - Lustre components (start, end, stripe_count, stripe_size, layout, pool) or the
+        BeeGFS pattern (entry_type, pattern, chunksize, numtargets)).
+      type: dict
 """
 
 import hashlib  # noqa: E402
@@ -113,6 +170,10 @@ from typing import Any  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml import (  # noqa: E402
+    LayoutError,
+    parse_getstripe_yaml,
+)
 
 
 def sha256_of(path: str) -> str | None:
@@ -212,6 +273,40 @@ def collect(params: dict[str, Any], probe: Probe) -> dict[str, Any]:
             "nodes": audit_probe.parse_scontrol_nodes(text) if state == "ok" else {},
         }
     out["slurm"] = slurm
+
+    job_env = dict(skipped)
+    if params.get("job_env_nodes"):
+        argv = audit_probe.job_env_argv(params["job_env_nodes"], params.get("job_env_wait", 30))
+        state, text, reason = probe.run("srun", argv)
+        job_env = {"state": state, "reason": reason, "nodes": audit_probe.parse_srun_env(text) if state == "ok" else {}}
+    out["job_env"] = job_env
+    out["layouts"] = read_layouts(params.get("layouts"), probe)
+    return out
+
+
+def read_layouts(want: dict[str, Any] | None, probe: Probe) -> dict[str, Any]:
+    """Each planned directory's layout, from one client (lfs getstripe -d --yaml, beegfs-ctl --getentryinfo)."""
+    if not want:
+        return {"state": "skipped", "reason": None}
+    kind, mount = want["kind"], want["mount"]
+    tool, args = ("lfs", ["getstripe", "-d", "--yaml"]) if kind == "lustre" else ("beegfs-ctl", ["--getentryinfo"])
+    out: dict[str, Any] = {"state": "ok", "reason": None, "kind": kind, "dirs": {}}
+    if not os.path.ismount(mount):
+        return {**out, "state": "error", "reason": f"{mount} is not mounted on this host"}
+    for path in want["dirs"]:
+        if not os.path.isdir(path):
+            out["dirs"][path] = {"state": "missing", "reason": "no such directory", "layout": None}
+            continue
+        state, text, reason = probe.run(tool, [*args, path])
+        if state == "absent":
+            return {**out, "state": "absent", "reason": reason, "dirs": {}}
+        layout = None
+        if state == "ok":
+            try:
+                layout = parse_getstripe_yaml(text) if kind == "lustre" else audit_probe.parse_beegfs_entryinfo(text)
+            except (LayoutError, audit_probe.ProbeParseError) as exc:
+                state, reason = "error", str(exc)
+        out["dirs"][path] = {"state": state, "reason": reason, "layout": layout}
     return out
 
 
@@ -225,13 +320,24 @@ def main() -> None:
             "fabric_manager": {"type": "bool", "default": False},
             "nft_table": {"type": "str", "default": ""},
             "slurm_nodes": {"type": "bool", "default": False},
+            "job_env_nodes": {"type": "str", "default": ""},
+            "job_env_wait": {"type": "int", "default": 30},
+            "layouts": {
+                "type": "dict",
+                "options": {
+                    "kind": {"type": "str", "choices": ["lustre", "beegfs"], "required": True},
+                    "mount": {"type": "path", "required": True},
+                    "dirs": {"type": "list", "elements": "path", "required": True},
+                },
+            },
             "timeout": {"type": "int", "default": 60},
         },
         supports_check_mode=True,
     )
-    bad = [p for p in module.params["files"] if not os.path.isabs(p)]
+    layouts = module.params["layouts"] or {}
+    bad = [p for p in [*module.params["files"], *layouts.get("dirs", [])] if not os.path.isabs(p)]
     if bad:
-        module.fail_json(msg=f"files must be absolute paths: {', '.join(bad)}")
+        module.fail_json(msg=f"files and layouts.dirs must be absolute paths: {', '.join(bad)}")
     try:
         audit = collect(module.params, Probe(module, module.params["timeout"]))
     except audit_probe.ProbeParseError as exc:

@@ -1,11 +1,15 @@
 """The audit on the converged lab (tier1 only): as planned vs as built (playbooks/audit.yml, docs/audit.md).
 
 On the converged lab the audit finds nothing (the GPU and HCA probes are "not checked": no nvidia-smi
-or ibstat in a container) and changes nothing. Then three drifts the lab can hold: a planned file
+or ibstat in a container) and changes nothing. Then four drifts the lab can hold: a planned file
 edited (limits.conf), a GRES line changed (gres.conf; slurmd not restarted, so Slurm's view stays as
-planned), a planned service stopped (node-exporter). The audit finds exactly those, as drift, each with
-the fix "run site.yml --limit dgx01", and fails. site.yml heals them and the audit is clean again.
-Cables (ibsim) and GPU or HCA hardware are proven at unit level (tests/unit/plugins/plugin_utils/audit).
+planned), a planned service stopped (node-exporter), and an NCCL variable in /etc/environment that a
+job's tasks see (the audit's srun). The audit finds exactly those, as drift, the first three with the
+fix "run site.yml --limit dgx01", the NCCL one with "remove NCCL_P2P_DISABLE from the job environment"
+(site.yml does not manage /etc/environment: the test removes it, as the operator would). site.yml heals
+the rest and the audit is clean again. Cables (ibsim: tests/unit/plugins/plugin_utils/audit/
+test_audit_ibsim.py), Lustre/BeeGFS layouts (no lfs in a container: "not checked") and GPU or HCA
+hardware are proven at unit level (tests/unit/plugins/plugin_utils/audit).
 GPUCLUSTER_AUDIT_TEST=1 runs it on another tier, =0 skips it.
 """
 
@@ -26,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[3]
 LIMITS = "/etc/security/limits.d/90-gpucluster.conf"
 GRES = "/etc/slurm/gres.conf"
 SERVICE = "prometheus-node-exporter"
+ENVIRONMENT = "/etc/environment"
+NCCL_OVERRIDE = "NCCL_P2P_DISABLE"
 
 
 def _enabled(plan: dict[str, Any]) -> bool:
@@ -73,12 +79,15 @@ def test_audit_finds_exactly_the_injected_drifts_and_site_heals_them(
     assert clean["unreachable"] == []
     # no GPU or HCA in a container: not checked, never a finding
     assert {(u["host"], u["check"]) for u in clean["unchecked"]} >= {(node, "gpu")}
+    # the job environment was read (one srun from the head): not in "not checked"
+    assert (node, "nccl_env") not in {(u["host"], u["check"]) for u in clean["unchecked"]}
     # read-only: nothing on the host changed
     assert all(n == 0 for h, n in _changed(proc.stdout).items() if h != "localhost"), proc.stdout[-2000:]
 
     host.check_output(f"echo '# lab drift (test_audit)' >> {LIMITS}")
     host.check_output(rf"sed -i '0,/^NodeName=.*Type=/s/Type=\([a-z0-9_]*\)/Type=\1x/' {GRES}")
     host.check_output(f"systemctl stop {SERVICE}")
+    host.check_output(f"echo '{NCCL_OVERRIDE}=1' >> {ENVIRONMENT}")
     try:
         start = time.monotonic()
         proc, drifted = _audit(lab)
@@ -88,12 +97,17 @@ def test_audit_finds_exactly_the_injected_drifts_and_site_heals_them(
         assert got == [
             (node, "drift", "file", LIMITS),
             (node, "drift", "file", GRES),
+            (node, "drift", "nccl_env", NCCL_OVERRIDE),
             (node, "drift", "service", SERVICE),
         ], drifted["findings"]
-        assert all(f["fix"].startswith(f"run site.yml --limit {node}") for f in drifted["findings"])
+        nccl = next(f for f in drifted["findings"] if f["check"] == "nccl_env")
+        assert (nccl["planned"], nccl["found"]) == ("unset (NCCL's default)", "1")
+        assert nccl["fix"].startswith(f"remove {NCCL_OVERRIDE} from the job environment on {node}")
+        assert all(f["fix"].startswith(f"run site.yml --limit {node}") for f in drifted["findings"] if f is not nccl)
         md = (lab / "audit" / lab.name / "audit.md").read_text()
-        assert sum(1 for line in md.splitlines() if line.startswith("- **")) == 3
+        assert sum(1 for line in md.splitlines() if line.startswith("- **")) == 4
     finally:
+        host.check_output(f"sed -i '/^{NCCL_OVERRIDE}=/d' {ENVIRONMENT}")
         start = time.monotonic()
         healed = _playbook(lab, "site.yml", "--limit", f"{node}:localhost")
         times["site"] = time.monotonic() - start

@@ -7,7 +7,9 @@ classifies each difference:
 
 - ``drift``: the host differs from the plan and site.yml (or a planned unit's restart) fixes it:
   an edited or missing planned file, a stopped service, a GPU power limit or persistence mode
-  changed by hand, a Slurm node whose Gres or features are not the plan's;
+  changed by hand, a Slurm node whose Gres or features are not the plan's, a planned directory
+  whose Lustre layout or BeeGFS stripe pattern is not the plan's; and an NCCL_* variable a job
+  sees that overrides /etc/nccl.conf (the fix is removing it where it is set, not site.yml);
 - ``hardware``: the plan cannot fix it: a GPU missing, an NVLink short, an HCA port down or slow,
   a cable on the wrong leaf or port (fabric_check's comparison), an HCA whose GUID changed;
 - ``version_skew``: driver, VBIOS, Fabric Manager or HCA firmware that differs from the compute
@@ -29,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, lustre_yaml
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice, require
 
 CLASSES: tuple[str, ...] = ("drift", "hardware", "version_skew")
@@ -98,13 +100,50 @@ def _infiniband_host(view: Mapping[str, Any], host: str) -> bool:
     return host in ((view.get("fabric_host") or {}).get("infiniband_hosts") or [])
 
 
-def host_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
-    """The ``audit_facts`` arguments for ``host``, from its own view of the plan (host_plan)."""
+def planned_layouts(view: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The planned directories' layouts: ``{kind, mount, dirs: {path: {role, want, command}}}``; None
+    when the plan sets none (no Lustre or BeeGFS). ``want``: the Lustre components (lustre_yaml's
+    normalized form) or the BeeGFS pattern ({chunksize, numtargets})."""
+    storage = view.get("storage") or {}
+    kind = storage.get("type")
+    if kind == "lustre":
+        lustre = storage.get("lustre") or {}
+        dirs = {
+            layout["path"]: {
+                "role": role,
+                "want": lustre_yaml.normalize_wanted(layout["components"]),
+                "command": f"lfs setstripe {layout['setstripe_args']} {layout['path']}",
+            }
+            for role, layout in sorted((lustre.get("layouts") or {}).items())
+        }
+        return {"kind": "lustre", "mount": lustre.get("mount_point"), "dirs": dirs} if dirs else None
+    if kind == "beegfs":
+        beegfs = storage.get("beegfs") or {}
+        dirs = {
+            pattern["path"]: {
+                "role": role,
+                "want": {"chunksize": pattern["chunksize"], "numtargets": pattern["numtargets"]},
+                "command": pattern["command"],
+            }
+            for role, pattern in sorted((beegfs.get("patterns") or {}).items())
+        }
+        return {"kind": "beegfs", "mount": beegfs.get("mount_point"), "dirs": dirs} if dirs else None
+    return None
+
+
+def host_request(view: Mapping[str, Any], host: str, layout_client: str | None = None) -> dict[str, Any]:
+    """The ``audit_facts`` arguments for ``host``, from its own view of the plan (host_plan).
+
+    ``layout_client``: the one host that reads the planned directories' layouts (the playbook passes
+    the first compute node, a client of the parallel file system); the head reads the job environment
+    of every compute node with one srun (a hostlist: O(1) in the cluster size, not a node list)."""
     require(host in (view.get("hosts") or {}), "audit host", host, "a host of the plan")
     roles = _roles(view, host)
     compute = "compute" in roles
     fm = ((view.get("gpu") or {}).get("bringup") or {}).get("fabric_manager") or {}
-    head = (view.get("cluster") or {}).get("head")
+    cluster = view.get("cluster") or {}
+    head = cluster.get("head")
+    layouts = planned_layouts(view) if host == layout_client and compute else None
     return {
         "files": [f["dest"] for f in (view.get("files") or {}).get(host) or []],
         "services": expected_services(view, host),
@@ -113,11 +152,27 @@ def host_request(view: Mapping[str, Any], host: str) -> dict[str, Any]:
         "fabric_manager": compute and bool(fm.get("required")),
         "nft_table": (view.get("firewall") or {}).get("table") or "",
         "slurm_nodes": _slurm(view) and host == head,
+        "job_env_nodes": (cluster.get("compute_hostlist") or "") if _slurm(view) and host == head else "",
+        "layouts": {"kind": layouts["kind"], "mount": layouts["mount"], "dirs": sorted(layouts["dirs"])}
+        if layouts
+        else None,
     }
 
 
 def _site_fix(host: str) -> str:
     return f"run site.yml --limit {host}"
+
+
+def _not_read(probe: Mapping[str, Any] | None, host: str, check: str, unchecked: list[dict[str, str]]) -> bool:
+    """True when a probe's state is not ``ok``; an asked probe that could not run (absent, error) is then
+    recorded in ``unchecked`` with its reason, a probe never asked (none, ``skipped``) is not."""
+    probe = probe or {}
+    state = probe.get("state")
+    if state == "ok":
+        return False
+    if state not in (None, "skipped"):
+        unchecked.append({"host": host, "check": check, "reason": probe.get("reason") or state})
+    return True
 
 
 def _host_findings(
@@ -163,7 +218,7 @@ def _host_findings(
             )
 
     fw = facts.get("firewall") or {}
-    if fw.get("state") == "ok" and not fw.get("table_loaded"):
+    if not _not_read(fw, host, "firewall", unchecked) and not fw.get("table_loaded"):
         table = (plan.get("firewall") or {}).get("table")
         out.append(
             Finding(
@@ -178,13 +233,9 @@ def _host_findings(
                 "the node's planned ports are open to every network",
             )
         )
-    elif fw.get("state") == "absent":
-        unchecked.append({"host": host, "check": "firewall", "reason": fw.get("reason") or "nft absent"})
 
     if "compute" in roles:
-        fm = facts.get("fabric_manager") or {}
-        if fm.get("state") in ("absent", "error"):
-            unchecked.append({"host": host, "check": "fabric_manager", "reason": fm.get("reason") or fm["state"]})
+        _not_read(facts.get("fabric_manager"), host, "fabric_manager", unchecked)
         out += _gpu_findings(plan, host, facts.get("gpu") or {}, unchecked)
         if _infiniband_host(plan, host):
             out += _hca_findings(plan, host, facts.get("hca") or {}, unchecked)
@@ -195,8 +246,7 @@ def _gpu_findings(
     plan: Mapping[str, Any], host: str, gpu: Mapping[str, Any], unchecked: list[dict[str, str]]
 ) -> list[Finding]:
     out: list[Finding] = []
-    if gpu.get("state") != "ok":
-        unchecked.append({"host": host, "check": "gpu", "reason": gpu.get("reason") or gpu.get("state") or "not read"})
+    if _not_read(gpu or {"state": "not read"}, host, "gpu", unchecked):
         return out
     cluster = plan.get("cluster") or {}
     gplan = plan.get("gpu") or {}
@@ -287,8 +337,7 @@ def _hca_findings(
     plan: Mapping[str, Any], host: str, hca: Mapping[str, Any], unchecked: list[dict[str, str]]
 ) -> list[Finding]:
     out: list[Finding] = []
-    if hca.get("state") != "ok":
-        unchecked.append({"host": host, "check": "hca", "reason": hca.get("reason") or hca.get("state") or "not read"})
+    if _not_read(hca or {"state": "not read"}, host, "hca", unchecked):
         return out
     fabric = plan.get("fabric") or {}
     rails = list((plan.get("fabric_host") or {}).get("rails") or [])
@@ -590,17 +639,7 @@ def slurm_findings(
     plan: Mapping[str, Any], slurm: Mapping[str, Any] | None, unchecked: list[dict[str, str]]
 ) -> list[Finding]:
     """Slurm's view (``scontrol -o show node`` on the head) against the plan's node lines."""
-    if not _slurm(plan):
-        return []
-    if not slurm or slurm.get("state") != "ok":
-        if slurm:
-            unchecked.append(
-                {
-                    "host": str((plan.get("cluster") or {}).get("head")),
-                    "check": "slurm",
-                    "reason": slurm.get("reason") or "",
-                }
-            )
+    if not _slurm(plan) or _not_read(slurm, str((plan.get("cluster") or {}).get("head")), "slurm", unchecked):
         return []
     nodes = slurm.get("nodes") or {}
     out: list[Finding] = []
@@ -661,6 +700,124 @@ def slurm_findings(
     return out
 
 
+def job_env_findings(
+    plan: Mapping[str, Any], head: str | None, job_env: Mapping[str, Any] | None, unchecked: list[dict[str, str]]
+) -> list[Finding]:
+    """The NCCL_* variables a job sees on each compute node against the plan's /etc/nccl.conf.
+
+    NCCL reads /etc/nccl.conf itself, and a variable set in the job's environment wins over it
+    (docs/sources.md [N1]); so a job-visible NCCL_* that differs from the plan's value, or that the plan
+    does not set at all (NCCL's default, e.g. the intra-node ones the plan leaves unset), is drift. Its
+    fix is removing the variable where the job environment gets it (site.yml does not manage
+    /etc/environment, /etc/profile.d or a TaskProlog). Linear in the compute nodes."""
+    if not _slurm(plan) or _not_read(job_env, str(head), "nccl_env", unchecked):
+        return []
+    assert job_env is not None
+    conf = dict((plan.get("nccl") or {}).get("conf") or {})
+    left_unset = set(((plan.get("nccl") or {}).get("intra_node") or {}).get("unset") or [])
+    seen = job_env.get("nodes") or {}
+    out: list[Finding] = []
+    for node in sorted(h for h in (plan.get("hosts") or {}) if "compute" in _roles(plan, h)):
+        env = seen.get(node)
+        if env is None:
+            unchecked.append({"host": node, "check": "nccl_env", "reason": "the audit's srun printed nothing for it"})
+            continue
+        for name, value in sorted(env.items()):
+            want = conf.get(name)
+            if want is not None and str(want) == value:
+                continue
+            if want is not None:
+                planned: str = str(want)
+                cost = f"jobs on {node} run NCCL with {name}={value}, not /etc/nccl.conf's {want}"
+            else:
+                planned = "unset (NCCL's default)"
+                cost = f"jobs on {node} run NCCL with {name}={value}" + (
+                    "; the plan leaves it to NCCL on this GPU board" if name in left_unset else ""
+                )
+            out.append(
+                Finding(
+                    node,
+                    "drift",
+                    "nccl_env",
+                    name,
+                    planned,
+                    value,
+                    "warning",
+                    f"remove {name} from the job environment on {node} (/etc/environment, /etc/profile.d, "
+                    "Slurm's TaskProlog, a module file): /etc/nccl.conf holds the plan's NCCL settings",
+                    cost,
+                )
+            )
+    return out
+
+
+def _layout_diff(kind: str, got: Any, want: Any) -> list[str]:
+    if kind == "lustre":
+        return lustre_yaml.differences(got, want)
+    got = got or {}
+    keys = ("chunksize", "numtargets")
+    return [f"{key} {got.get(key)}, the plan has {want[key]}" for key in keys if got.get(key) != want[key]]
+
+
+def layout_findings(
+    plan: Mapping[str, Any], client: str | None, layouts: Mapping[str, Any] | None, unchecked: list[dict[str, str]]
+) -> list[Finding]:
+    """The planned directories' Lustre layouts or BeeGFS stripe patterns, read on one client.
+
+    A layout off the plan affects only the files created after it changed (both file systems keep a
+    file's layout), so it is a warning. Lustre: the storage role's lustre_layout task sets it again
+    (site.yml); BeeGFS: the compute role applies the patterns only when the plan's change (it records
+    the last applied), so the fix is the plan's beegfs-ctl command."""
+    planned = planned_layouts(plan)
+    if planned is None or client is None or _not_read(layouts, client, "layout", unchecked):
+        return []
+    assert layouts is not None
+    kind = planned["kind"]
+    out: list[Finding] = []
+    for path, item in sorted(planned["dirs"].items()):
+        got = (layouts.get("dirs") or {}).get(path) or {"state": "error", "reason": "not read"}
+        if got.get("state") == "missing":
+            out.append(
+                Finding(
+                    client,
+                    "drift",
+                    "layout",
+                    path,
+                    "a directory",
+                    "missing",
+                    "warning",
+                    _site_fix(client) + (" (creates it with its layout)" if kind == "lustre" else ""),
+                    f"the planned {item['role']} directory does not exist",
+                )
+            )
+            continue
+        if _not_read(got, client, f"layout {path}", unchecked):
+            continue
+        why = _layout_diff(kind, got.get("layout"), item["want"])
+        if not why:
+            continue
+        fix = (
+            f"{_site_fix(client)} (lustre_layout sets: {item['command']})"
+            if kind == "lustre"
+            else f"on {client}: {item['command']}"
+        )
+        out.append(
+            Finding(
+                client,
+                "drift",
+                "layout",
+                path,
+                item["command"],
+                "; ".join(why),
+                "warning",
+                fix,
+                f"new files in the {item['role']} directory get another striping than planned "
+                "(existing files keep theirs)",
+            )
+        )
+    return out
+
+
 def drain_list(
     findings: Iterable[Finding], slurm: Mapping[str, Any] | None, compute: Iterable[str]
 ) -> list[dict[str, str]]:
@@ -710,14 +867,21 @@ def audit(
     require(not unknown, "audit hosts", unknown, "hosts of the plan")
     unchecked: list[dict[str, str]] = []
     findings: list[Finding] = []
-    slurm = None
+    slurm = job_env = layouts = None
+    head = layout_client = None
     for host in sorted(hosts):
         facts = hosts[host] or {}
         if (facts.get("slurm") or {}).get("state") not in (None, "skipped"):
             slurm = facts["slurm"]
+        if (facts.get("job_env") or {}).get("state") not in (None, "skipped"):
+            job_env, head = facts["job_env"], host
+        if (facts.get("layouts") or {}).get("state") not in (None, "skipped"):
+            layouts, layout_client = facts["layouts"], host
         findings += _host_findings(plan, host, facts, planned.get(host) or {}, unchecked)
     findings += version_findings(plan, hosts)
     findings += slurm_findings(plan, slurm, unchecked)
+    findings += job_env_findings(plan, head, job_env, unchecked)
+    findings += layout_findings(plan, layout_client, layouts, unchecked)
     findings += cabling_findings(collected.get("fabric"))
     findings += guid_findings(hosts, collected.get("baseline"))
     findings.sort(key=lambda f: (f.host, CLASSES.index(f.cls), -SEVERITIES.index(f.severity), f.check, f.subject))
@@ -801,6 +965,9 @@ __all__ = [
     "expected_services",
     "guid_findings",
     "host_request",
+    "job_env_findings",
+    "layout_findings",
+    "planned_layouts",
     "report_markdown",
     "slurm_findings",
     "version_findings",

@@ -78,3 +78,89 @@ def test_scontrol_nodes_recorded() -> None:
     }
     assert nodes["compute02"]["state"] == "IDLE+DRAIN"
     assert nodes["compute02"]["reason"] == "operator: replace DIMM"
+
+
+def test_srun_env_one_task_per_node_keyed_by_its_node() -> None:
+    """srun --label pads the task number to the widest (" 3: "); srun's own messages carry no label."""
+    lines = ["srun: job 4242 queued and waiting for resources", "srun: job 4242 has been allocated resources"]
+    for task in range(12):
+        lines.append(f"{task:>2}: SLURMD_NODENAME=compute{task + 1:02d}")
+        lines.append(f"{task:>2}: NCCL_DEBUG=WARN")
+    lines += [
+        " 4: NCCL_IB_HCA==mlx5_0:1,mlx5_1:1",
+        " 4: NCCL_VERSION=2.21.5",  # a container image's label, not an NCCL setting
+        " 4: SLURM_JOB_ID=4242",
+    ]
+    env = audit_probe.parse_srun_env("\n".join(lines) + "\n")
+    assert sorted(env) == [f"compute{i:02d}" for i in range(1, 13)]
+    assert env["compute05"] == {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1"}
+    assert env["compute12"] == {"NCCL_DEBUG": "WARN"}
+
+
+def test_srun_env_environment_file_first_then_the_task_environment_wins() -> None:
+    """JOB_ENV_SCRIPT prints /etc/environment's NCCL_* lines (quotes, ``export``) before the task's own."""
+    text = (
+        '0: NCCL_P2P_DISABLE="1"\n'
+        "0: export NCCL_SOCKET_IFNAME='=eth9'\n"
+        "0: NCCL_SOCKET_IFNAME==eno1\n"
+        "0: SLURMD_NODENAME=dgx01\n"
+        "0: BASH_FUNC_module%%=() {  eval `/usr/bin/modulecmd bash $*`\n"
+        "0: }\n"
+    )
+    assert audit_probe.parse_srun_env(text) == {"dgx01": {"NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eno1"}}
+    assert audit_probe.parse_srun_env("srun: error: Unable to allocate resources: Requested nodes are busy\n") == {}
+
+
+def test_srun_env_without_the_node_name_is_refused() -> None:
+    with pytest.raises(audit_probe.ProbeParseError, match="task 3 printed no SLURMD_NODENAME"):
+        audit_probe.parse_srun_env("3: NCCL_DEBUG=INFO\n")
+
+
+def test_srun_arguments_are_bounded_and_read_only() -> None:
+    argv = audit_probe.job_env_argv("compute[01-04]", 30)
+    assert argv[:7] == [
+        "--label",
+        "--immediate=30",
+        "--time=1",
+        "--export=NONE",
+        "--ntasks-per-node=1",
+        "--nodelist=compute[01-04]",
+        "--job-name=gpucluster-audit",
+    ]
+    assert argv[7:9] == ["/bin/sh", "-lc"] and "/etc/environment" in argv[9] and argv[9].endswith("exit 0")
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        # doc.beegfs.io, "Striping": a directory (BeeGFS 8 "entry info --retro --verbose", BeeGFS 7's format)
+        ("beegfs-getentryinfo-dir.txt", {"entry_type": "directory", "pattern": "RAID0", "chunksize": 1 << 20,
+                                         "numtargets": 4}),
+        # doc.beegfs.io 7.4.5, "Deep inspection": a file, "desired: 2; actual: 2", lower-case unit
+        ("beegfs-getentryinfo-file.txt", {"entry_type": "file", "pattern": "RAID0", "chunksize": 512 << 10,
+                                          "numtargets": 2}),
+    ],
+)  # fmt: skip
+def test_beegfs_entryinfo_recorded(name: str, want: dict[str, object]) -> None:
+    assert audit_probe.parse_beegfs_entryinfo((DATA / "audit" / name).read_text()) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("Entry type: directory\n", "no stripe pattern"),
+        ("+ Chunksize: lots\n+ Number of storage targets: desired: 4\n", "Chunksize 'lots'"),
+        ("+ Chunksize: 1M\n+ Number of storage targets: four\n", "no desired target count"),
+    ],
+)
+def test_beegfs_entryinfo_refuses_other_output(text: str, match: str) -> None:
+    with pytest.raises(audit_probe.ProbeParseError, match=match):
+        audit_probe.parse_beegfs_entryinfo(text)
+
+
+def test_srun_env_recorded_in_the_lab() -> None:
+    """tests/data/audit/srun-label-env-dgx01.txt: ``srun --label --export=NONE ... /bin/sh -lc env`` on the tier1
+    lab (Slurm 22.05.8), with ``export NCCL_P2P_DISABLE=1`` in /etc/profile.d: the login shell's profile
+    reaches the task; the caller's environment does not (--export=NONE: no HOME, no SHELL from the audit)."""
+    text = (DATA / "audit" / "srun-label-env-dgx01.txt").read_text()
+    assert audit_probe.parse_srun_env(text) == {"dgx01": {"NCCL_P2P_DISABLE": "1"}}

@@ -111,3 +111,73 @@ def test_collect_reads_every_probe() -> None:
         ["show", "-p", "Id,ActiveState,UnitFileState", "slurmd.service", "munge.service"],
     ) in probe.calls
     assert all(tool != "scontrol" or args == ["-o", "show", "node"] for tool, args in probe.calls)
+
+
+def test_collect_job_env_with_one_srun_from_the_head() -> None:
+    probe = FakeProbe(
+        {"srun": ("ok", "0: SLURMD_NODENAME=compute01\n1: SLURMD_NODENAME=compute02\n1: NCCL_DEBUG=INFO\n")}
+    )
+    out = audit_facts.collect({**PARAMS, "job_env_nodes": "compute[01-02]", "job_env_wait": 5}, probe)
+    assert out["job_env"] == {
+        "state": "ok",
+        "reason": None,
+        "nodes": {"compute01": {}, "compute02": {"NCCL_DEBUG": "INFO"}},
+    }
+    (call,) = [args for tool, args in probe.calls if tool == "srun"]
+    assert "--immediate=5" in call and "--nodelist=compute[01-02]" in call and "--export=NONE" in call
+
+
+def test_collect_job_env_busy_nodes_or_no_slurm_are_states() -> None:
+    busy = audit_facts.collect({**PARAMS, "job_env_nodes": "compute[01-02]"}, FakeProbe({"srun": ("error", "")}))
+    assert busy["job_env"] == {"state": "error", "reason": "srun failed", "nodes": {}}
+    assert audit_facts.collect({**PARAMS, "job_env_nodes": "x"}, FakeProbe({}))["job_env"]["state"] == "absent"
+    assert audit_facts.collect(PARAMS, FakeProbe({}))["job_env"] == {"state": "skipped", "reason": None}
+
+
+def test_collect_lustre_layouts_on_one_client(tmp_path: Path) -> None:
+    ckpt, data, gone = tmp_path / "checkpoints", tmp_path / "datasets", tmp_path / "home"
+    ckpt.mkdir()
+    data.mkdir()
+    probe = FakeProbe(
+        {
+            f"lfs getstripe -d --yaml {ckpt}": ("ok", (DATA / "lfs" / "checkpoints_tier3.yaml").read_text()),
+            f"lfs getstripe -d --yaml {data}": ("error", ""),
+        }
+    )
+    layouts = {"kind": "lustre", "mount": "/", "dirs": [str(ckpt), str(data), str(gone)]}
+    out = audit_facts.collect({**PARAMS, "layouts": layouts}, probe)["layouts"]
+    assert (out["state"], out["kind"]) == ("ok", "lustre")
+    assert [c["stripe_count"] for c in out["dirs"][str(ckpt)]["layout"]] == [1, 4, 8]
+    assert out["dirs"][str(data)] == {"state": "error", "reason": "lfs failed", "layout": None}
+    assert out["dirs"][str(gone)] == {"state": "missing", "reason": "no such directory", "layout": None}
+    lfs = [args for tool, args in probe.calls if tool == "lfs"]
+    assert len(lfs) == 2 and all(args[:3] == ["getstripe", "-d", "--yaml"] for args in lfs)
+
+
+def test_collect_layouts_tool_absent_or_not_mounted_are_states(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    absent = audit_facts.collect(
+        {**PARAMS, "layouts": {"kind": "beegfs", "mount": "/", "dirs": [str(tmp_path / "d")]}}, FakeProbe({})
+    )["layouts"]
+    assert (absent["state"], absent["reason"]) == ("absent", "beegfs-ctl not found in PATH")
+    unmounted = audit_facts.collect(
+        {**PARAMS, "layouts": {"kind": "lustre", "mount": str(tmp_path), "dirs": [str(tmp_path / "d")]}},
+        FakeProbe({}),
+    )["layouts"]
+    assert (unmounted["state"], unmounted["reason"]) == ("error", f"{tmp_path} is not mounted on this host")
+
+
+def test_collect_beegfs_pattern(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    probe = FakeProbe(
+        {"beegfs-ctl --getentryinfo": ("ok", (DATA / "audit" / "beegfs-getentryinfo-dir.txt").read_text())}
+    )
+    out = audit_facts.collect(
+        {**PARAMS, "layouts": {"kind": "beegfs", "mount": "/", "dirs": [str(tmp_path / "d")]}}, probe
+    )["layouts"]
+    assert out["dirs"][str(tmp_path / "d")]["layout"]["chunksize"] == 1 << 20
+
+
+def test_module_refuses_relative_layout_dirs(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_module({"layouts": {"kind": "lustre", "mount": "/lustre", "dirs": ["lustre/x"]}}, capsys)
+    assert out["failed"] is True and "lustre/x" in out["msg"]

@@ -12,7 +12,7 @@ from conftest import cluster_plan, load_inventory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe, hostlist, ibfabric
+from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe, hostlist, ibfabric, lustre_yaml
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
@@ -34,9 +34,13 @@ def sha(host: str, dest: str) -> str:
     return f"sha256-of-{host}:{dest}"
 
 
+def compute_of(plan: dict[str, Any]) -> list[str]:
+    return sorted(h for h, v in plan["hosts"].items() if "compute" in v["roles"])
+
+
 def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
     """What audit_facts reads on a host that is exactly as planned (synthetic, in the module's shape)."""
-    req = engine.host_request(host_view(plan, host), host)
+    req = engine.host_request(host_view(plan, host), host, compute_of(plan)[0])
     gplan = plan["gpu"]
     facts: dict[str, Any] = {
         "files": {d: sha(host, d) for d in req["files"]},
@@ -94,6 +98,20 @@ def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
             for node in hostlist.expand(fields["NodeName"]):
                 nodes[node] = {"gres": fields["Gres"] + "(S:0-1)", "features": fields["Features"], "state": "IDLE"}
         facts["slurm"] = {"state": "ok", "reason": None, "nodes": nodes}
+    if req["job_env_nodes"]:
+        # the nodes' job environment: nothing but what /etc/nccl.conf says too (a redundant value is no drift)
+        assert hostlist.expand(req["job_env_nodes"]) == compute_of(plan)
+        env = {"NCCL_DEBUG": plan["nccl"]["conf"]["NCCL_DEBUG"]} if plan["nccl"]["conf"] else {}
+        facts["job_env"] = {"state": "ok", "reason": None, "nodes": {n: dict(env) for n in compute_of(plan)}}
+    if req["layouts"]:
+        layouts = engine.planned_layouts(plan)
+        assert layouts and req["layouts"]["dirs"] == sorted(layouts["dirs"])
+        facts["layouts"] = {
+            "state": "ok",
+            "reason": None,
+            "kind": layouts["kind"],
+            "dirs": {p: {"state": "ok", "reason": None, "layout": d["want"]} for p, d in layouts["dirs"].items()},
+        }
     return facts
 
 
@@ -457,3 +475,152 @@ def test_any_single_file_edit_is_exactly_one_drift_finding(data: st.DataObject) 
     facts["hosts"][host]["files"][dest] = data.draw(st.one_of(st.none(), st.text(min_size=1, max_size=8)))
     f = only(engine.audit(plan, facts))
     assert (f["host"], f["cls"], f["subject"], f["fix"]) == (host, "drift", dest, f"run site.yml --limit {host}")
+
+
+def test_only_the_head_reads_the_job_environment_and_only_the_first_compute_node_the_layouts() -> None:
+    plan = plan_of("tier3")
+    reqs = {h: engine.host_request(host_view(plan, h), h, "compute01") for h in sorted(plan["hosts"])}
+    assert {h for h, r in reqs.items() if r["job_env_nodes"]} == {"head01"}
+    assert reqs["head01"]["job_env_nodes"] == "compute[01-04]"  # a hostlist: O(1) in the cluster size
+    assert {h for h, r in reqs.items() if r["layouts"]} == {"compute01"}
+    assert reqs["compute01"]["layouts"] == {
+        "kind": "lustre",
+        "mount": "/lustre/aifs",
+        "dirs": ["/lustre/aifs/checkpoints", "/lustre/aifs/datasets", "/lustre/aifs/home"],
+    }
+    # no client named (or not a compute node): nobody reads the layouts
+    assert engine.host_request(host_view(plan, "head01"), "head01", "head01")["layouts"] is None
+
+
+def test_a_job_environment_override_is_drift_with_its_source_as_the_fix() -> None:
+    """NCCL reads /etc/nccl.conf, and the job's own NCCL_* wins: a different value, or one the plan does not
+    set, is drift; a value equal to the plan's is not."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    nodes = data["hosts"]["head01"]["job_env"]["nodes"]
+    nodes["compute02"]["NCCL_IB_HCA"] = "=mlx5_0:1"
+    nodes["compute03"]["NCCL_P2P_DISABLE"] = "1"
+    nodes["compute04"]["NCCL_SOCKET_IFNAME"] = plan["nccl"]["conf"]["NCCL_SOCKET_IFNAME"]  # the plan's value
+    result = engine.audit(plan, data)
+    got = [(f["host"], f["cls"], f["check"], f["subject"], f["planned"], f["found"]) for f in result["findings"]]
+    assert got == [
+        ("compute02", "drift", "nccl_env", "NCCL_IB_HCA", plan["nccl"]["conf"]["NCCL_IB_HCA"], "=mlx5_0:1"),
+        ("compute03", "drift", "nccl_env", "NCCL_P2P_DISABLE", "unset (NCCL's default)", "1"),
+    ]
+    first, second = result["findings"]
+    assert first["fix"].startswith("remove NCCL_IB_HCA from the job environment on compute02 (/etc/environment")
+    assert "not /etc/nccl.conf's =mlx5_0:1,mlx5_1:1" in first["cost"]
+    assert second["cost"].endswith("the plan leaves it to NCCL on this GPU board")
+    assert {f["severity"] for f in result["findings"]} == {"warning"}
+
+
+def test_a_single_node_cluster_without_nccl_conf_still_checks_the_job_environment() -> None:
+    """tier1 has no fabric, so no /etc/nccl.conf: any NCCL_* a job sees is an override of NCCL's default."""
+    plan = plan_of("tier1")
+    assert plan["nccl"]["enabled"] is False
+    data = collected(plan)
+    data["hosts"]["dgx01"]["job_env"]["nodes"]["dgx01"] = {"NCCL_P2P_DISABLE": "1"}
+    f = only(engine.audit(plan, data))
+    assert (f["host"], f["check"], f["subject"], f["found"]) == ("dgx01", "nccl_env", "NCCL_P2P_DISABLE", "1")
+
+
+def test_a_job_environment_not_read_is_unchecked_never_a_finding() -> None:
+    plan = plan_of("tier3")
+    data = collected(plan)
+    data["hosts"]["head01"]["job_env"] = {
+        "state": "error",
+        "reason": "srun --label ... failed (rc 1): srun: error: Unable to allocate resources: Requested nodes are busy",
+        "nodes": {},
+    }
+    result = engine.audit(plan, data)
+    assert result["findings"] == [] and result["failed"] is False
+    assert [(u["host"], u["check"]) for u in result["unchecked"]] == [("head01", "nccl_env")]
+    assert "Requested nodes are busy" in result["unchecked"][0]["reason"]
+    # a node srun did not print anything for: that node is not checked
+    data = collected(plan)
+    del data["hosts"]["head01"]["job_env"]["nodes"]["compute04"]
+    result = engine.audit(plan, data)
+    assert result["findings"] == [] and [(u["host"], u["check"]) for u in result["unchecked"]] == [
+        ("compute04", "nccl_env")
+    ]
+
+
+def test_a_lustre_layout_reset_is_drift_fixed_by_site_yml() -> None:
+    """tests/data/lfs/checkpoints_wide.yaml (a hand-made layout) on the planned checkpoint directory."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    wide = lustre_yaml.parse_getstripe_yaml((DATA / "lfs" / "checkpoints_wide.yaml").read_text())
+    data["hosts"]["compute01"]["layouts"]["dirs"]["/lustre/aifs/checkpoints"]["layout"] = wide
+    recorded = lustre_yaml.parse_getstripe_yaml((DATA / "lfs" / "datasets_tier3.yaml").read_text())
+    data["hosts"]["compute01"]["layouts"]["dirs"]["/lustre/aifs/datasets"]["layout"] = recorded  # as planned
+    f = only(engine.audit(plan, data))
+    ckpt = plan["storage"]["lustre"]["layouts"]["checkpoints"]
+    assert (f["host"], f["cls"], f["check"], f["subject"]) == ("compute01", "drift", "layout", ckpt["path"])
+    assert f["planned"] == f"lfs setstripe {ckpt['setstripe_args']} {ckpt['path']}"
+    assert "component 2: stripe_count -1, the plan has 8" in f["found"]
+    assert f["fix"].startswith("run site.yml --limit compute01 (lustre_layout sets: lfs setstripe")
+    assert "existing files keep theirs" in f["cost"]
+
+
+def test_a_missing_planned_directory_is_drift_and_an_unreadable_one_unchecked() -> None:
+    plan = plan_of("tier3")
+    data = collected(plan)
+    dirs = data["hosts"]["compute01"]["layouts"]["dirs"]
+    dirs["/lustre/aifs/home"] = {"state": "missing", "reason": "no such directory", "layout": None}
+    dirs["/lustre/aifs/datasets"] = {"state": "error", "reason": "lfs failed", "layout": None}
+    result = engine.audit(plan, data)
+    f = only(result)
+    assert (f["subject"], f["found"], f["fix"]) == (
+        "/lustre/aifs/home",
+        "missing",
+        "run site.yml --limit compute01 (creates it with its layout)",
+    )
+    assert result["unchecked"] == [
+        {"host": "compute01", "check": "layout /lustre/aifs/datasets", "reason": "lfs failed"}
+    ]
+
+
+@pytest.mark.parametrize("state", ["absent", "error"])
+def test_layouts_not_read_are_unchecked(state: str) -> None:
+    """The lab has no lfs (absent); a file system not mounted on the client is an error: never a finding."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    data["hosts"]["compute01"]["layouts"] = {"state": state, "reason": f"lfs {state}"}
+    result = engine.audit(plan, data)
+    assert result["findings"] == []
+    assert result["unchecked"] == [{"host": "compute01", "check": "layout", "reason": f"lfs {state}"}]
+
+
+def test_a_beegfs_pattern_off_the_plan_is_drift_fixed_by_the_plans_command() -> None:
+    """inventories/examples/tier3-beegfs: the recorded directory pattern (1M chunks on 4 targets) on the
+    planned checkpoint directory; the compute role re-applies patterns only when the plan changes them."""
+    site, groups = load_inventory("examples/tier3-beegfs")
+    plan = cluster_plan(site, groups)
+    assert plan["storage"]["type"] == "beegfs"
+    data = collected(plan)
+    client = compute_of(plan)[0]
+    ckpt = plan["storage"]["beegfs"]["patterns"]["checkpoints"]
+    recorded = audit_probe.parse_beegfs_entryinfo((DATA / "audit" / "beegfs-getentryinfo-dir.txt").read_text())
+    data["hosts"][client]["layouts"]["dirs"][ckpt["path"]]["layout"] = recorded
+    f = only(engine.audit(plan, data))
+    assert (f["host"], f["cls"], f["check"], f["subject"]) == (client, "drift", "layout", ckpt["path"])
+    assert f["fix"] == f"on {client}: {ckpt['command']}"
+    assert f"chunksize 1048576, the plan has {ckpt['chunksize']}" in f["found"]
+
+
+@pytest.mark.parametrize(
+    ("probe", "check"),
+    [("gpu", "gpu"), ("hca", "hca"), ("fabric_manager", "fabric_manager"), ("firewall", "firewall")],
+)
+def test_every_probe_that_could_not_run_is_unchecked_with_its_reason(probe: str, check: str) -> None:
+    """One rule for every probe: ok is compared, skipped (not asked) is nothing, anything else is unchecked."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    host = "compute02"
+    data["hosts"][host][probe] = {"state": "error", "reason": f"{probe} timed out"}
+    result = engine.audit(plan, data)
+    assert result["findings"] == []
+    assert result["unchecked"] == [{"host": host, "check": check, "reason": f"{probe} timed out"}]
+    data["hosts"][host][probe] = {"state": "skipped", "reason": None}
+    if probe in ("fabric_manager", "firewall"):
+        assert engine.audit(plan, data)["unchecked"] == []
