@@ -278,6 +278,8 @@ def collect(params: dict[str, Any], probe: Probe) -> dict[str, Any]:
     if params.get("job_env_nodes"):
         argv = audit_probe.job_env_argv(params["job_env_nodes"], params.get("job_env_wait", 30))
         state, text, reason = probe.run("srun", argv)
+        if reason:  # the script is long: name the nodes instead
+            reason = reason.replace(" ".join(argv), f"(one task on each of {params['job_env_nodes']})")
         job_env = {"state": state, "reason": reason, "nodes": audit_probe.parse_srun_env(text) if state == "ok" else {}}
     out["job_env"] = job_env
     out["layouts"] = read_layouts(params.get("layouts"), probe)
