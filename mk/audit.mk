@@ -11,5 +11,7 @@ lab-audit: setup ## the audit on the running lab of TIER (its overlay and connec
 
 .PHONY: bench-audit
 AUDIT_BENCH_SIZES ?= 64,256,1024,4096
+# AUDIT_BENCH_PLAYBOOK=1024: also ansible-playbook's side on that generated inventory (no host contacted; minutes)
+AUDIT_BENCH_PLAYBOOK ?=
 bench-audit: setup ## the audit's controller side (requests, classification) on generated clusters of 64..4096 nodes
-	$(BIN)/python tools/bench/bench_audit.py --sizes $(AUDIT_BENCH_SIZES)
+	$(BIN)/python tools/bench/bench_audit.py --sizes $(AUDIT_BENCH_SIZES) --playbook "$(AUDIT_BENCH_PLAYBOOK)"
