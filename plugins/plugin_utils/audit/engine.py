@@ -712,10 +712,9 @@ def job_env_findings(
     /etc/environment, /etc/profile.d or a TaskProlog). Linear in the compute nodes."""
     if not _slurm(plan) or _not_read(job_env, str(head), "nccl_env", unchecked):
         return []
-    assert job_env is not None
     conf = dict((plan.get("nccl") or {}).get("conf") or {})
     left_unset = set(((plan.get("nccl") or {}).get("intra_node") or {}).get("unset") or [])
-    seen = job_env.get("nodes") or {}
+    seen = (job_env or {}).get("nodes") or {}
     out: list[Finding] = []
     for node in sorted(h for h in (plan.get("hosts") or {}) if "compute" in _roles(plan, h)):
         env = seen.get(node)
@@ -771,11 +770,10 @@ def layout_findings(
     planned = planned_layouts(plan)
     if planned is None or client is None or _not_read(layouts, client, "layout", unchecked):
         return []
-    assert layouts is not None
     kind = planned["kind"]
     out: list[Finding] = []
     for path, item in sorted(planned["dirs"].items()):
-        got = (layouts.get("dirs") or {}).get(path) or {"state": "error", "reason": "not read"}
+        got = ((layouts or {}).get("dirs") or {}).get(path) or {"state": "error", "reason": "not read"}
         if got.get("state") == "missing":
             out.append(
                 Finding(
