@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe
 
@@ -164,3 +166,24 @@ def test_srun_env_recorded_in_the_lab() -> None:
     reaches the task; the caller's environment does not (--export=NONE: no HOME, no SHELL from the audit)."""
     text = (DATA / "audit" / "srun-label-env-dgx01.txt").read_text()
     assert audit_probe.parse_srun_env(text) == {"dgx01": {"NCCL_P2P_DISABLE": "1"}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(r"node[0-9]{1,4}", fullmatch=True),
+        st.dictionaries(
+            st.from_regex(r"NCCL_[A-Z_]{1,12}", fullmatch=True), st.from_regex(r"[=^a-z0-9_:,.]{0,20}", fullmatch=True)
+        ),
+        max_size=12,
+    )
+)
+def test_srun_env_reads_back_what_each_task_printed(nodes: dict[str, dict[str, str]]) -> None:
+    """Any nodes' NCCL_* variables, printed one task per node with srun's padded labels, parse back."""
+    width = len(str(max(len(nodes) - 1, 0)))
+    lines = []
+    for task, (node, env) in enumerate(nodes.items()):
+        lines.append(f"{task:>{width}}: SLURMD_NODENAME={node}")
+        lines += [f"{task:>{width}}: {k}={v}" for k, v in env.items()]
+    want = {node: {k: v for k, v in env.items() if k not in audit_probe.NOT_SETTINGS} for node, env in nodes.items()}
+    assert audit_probe.parse_srun_env("\n".join(lines)) == want

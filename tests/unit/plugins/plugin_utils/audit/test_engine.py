@@ -624,3 +624,25 @@ def test_every_probe_that_could_not_run_is_unchecked_with_its_reason(probe: str,
     data["hosts"][host][probe] = {"state": "skipped", "reason": None}
     if probe in ("fabric_manager", "firewall"):
         assert engine.audit(plan, data)["unchecked"] == []
+
+
+_NAMES = st.sampled_from(
+    ["NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_SL", "NCCL_P2P_DISABLE", "NCCL_ALGO", "NCCL_PROTO"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_job_environment_findings_are_exactly_the_overrides(data: st.DataObject) -> None:
+    """For any job environment: one drift per NCCL_* whose value is not /etc/nccl.conf's (or that the plan does
+    not set), none for a value equal to the plan's."""
+    plan = plan_of("tier3")
+    conf = plan["nccl"]["conf"]
+    node = data.draw(st.sampled_from(compute_of(plan)))
+    env = data.draw(
+        st.dictionaries(_NAMES, st.one_of(st.sampled_from(sorted(conf.values())), st.text("=abc019:,", min_size=1)))
+    )
+    facts = collected(plan)
+    facts["hosts"]["head01"]["job_env"]["nodes"][node] = dict(env)
+    got = {(f["host"], f["subject"]) for f in engine.audit(plan, facts)["findings"]}
+    assert got == {(node, k) for k, v in env.items() if conf.get(k) != v}
