@@ -504,7 +504,7 @@ def _cooling_rules(r: _Rules, cool: dict[str, Any], loop: dict[str, str]) -> Non
     )
 
 
-def alert_rules(plan: dict[str, Any]) -> dict[str, Any]:
+def alert_rules(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Rule groups (``groups``) and per alert its cases and threshold (``alerts``)."""
     hosts = plan["hosts"]
     compute = next((h for h, v in hosts.items() if "compute" in v["roles"]), plan["cluster"]["head"])

@@ -9,6 +9,7 @@ them from the management network only (plan/firewall.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
@@ -37,7 +38,7 @@ def _role(roles: list[str]) -> str:
     return "compute" if "compute" in roles else ("head" if "head" in roles else roles[0])
 
 
-def scrape_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def scrape_jobs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     """node-exporter on every host, dcgm-exporter on every compute node, at management addresses."""
 
     def target(name: str, host: dict[str, Any], port: int) -> dict[str, str]:
@@ -64,7 +65,7 @@ INHIBIT = (
 )
 
 
-def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
+def monitoring_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the head's Prometheus and Alertmanager need, from the plan."""
     head = plan["cluster"]["head"]
     address = plan["hosts"][head]["addresses"]["management"]
