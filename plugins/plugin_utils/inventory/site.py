@@ -3,7 +3,10 @@
 This is the engine's only entry for raw inventory data. It checks every field the plan
 needs (presence, type, range) and returns a :class:`Site` of plain dataclasses; every
 error is a :class:`PlanError` naming the inventory field, so a bad inventory stops the
-plan play before any host is contacted. Defaults come from the tier profile, not from here.
+plan play before any host is contacted. The defaults of optional fields are set here, once
+(:class:`Facility`, :class:`Workload`, :class:`Lustre` and the :class:`Site` properties): the
+engine never writes a ``.get(key, default)`` of its own; tier-dependent numbers come from the
+tier profile (tiers.py).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def _hook(plan: dict[str, Any], mode: str) -> str:
 def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
     acct = accounting.accounting_plan(site.raw.get(accounting.FIELD), plan)
-    lab = site.lab if site.lab.get("enabled") else {}
+    lab = site.lab_overrides
     node = site.node
     nodes_expr = plan["cluster"]["compute_hostlist"]
     mem_mib = int(node.memory_gib * 1024)
