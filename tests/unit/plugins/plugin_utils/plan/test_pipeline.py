@@ -152,3 +152,31 @@ def test_lustre_and_the_subnet_manager_default_in_the_site_model() -> None:
     plan = cluster_plan(raw, groups)
     assert plan["storage"]["lustre"]["client_mount"]["where"] == "/lustre/lustre"
     assert plan["fabric"]["subnet_manager"] == s.subnet_manager
+
+
+def _roce_tier2() -> tuple[dict[str, Any], dict[str, list[str]]]:
+    raw, groups = load_inventory("tier2")
+    raw = copy.deepcopy(raw)
+    raw["gpucluster_fabric"] = {**raw["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26}}
+    return raw, groups
+
+
+@pytest.mark.parametrize("inventory", [*TIERS, "tier4-k8s", "roce"])
+def test_no_stage_changes_a_section_it_was_given(inventory: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every section a stage reads is, at the end of the plan, what it was when that stage read it: no later
+    stage patched it (the RoCE MTU, NCCL's intra_node, the acceptance tests, the monitoring extras)."""
+    seen: list[dict[str, Any]] = []
+    real = assembly._needs
+
+    def recording(plan: Any, *sections: str) -> Any:
+        seen.append(copy.deepcopy({name: plan[name] for name in sections}))
+        return real(plan, *sections)
+
+    monkeypatch.setattr(assembly, "_needs", recording)
+    plan = cluster_plan(*(_roce_tier2() if inventory == "roce" else load_inventory(inventory)))
+    assert len(seen) >= 6
+    for read in seen:
+        assert {name: plan[name] for name in read} == read
+    if inventory == "roce":  # the hosts' rail units carry the RoCE MTU from the start
+        units = [u for h in plan["hosts"].values() for u in h["network_units"] if u["purpose"] == "compute"]
+        assert units and {u["mtu"] for u in units} == {plan["fabric"]["roce"]["mtu"]}
