@@ -365,6 +365,20 @@ def grafana_dashboard(board: Mapping[str, Any]) -> str:
     return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def prometheus_rules(rules: Mapping[str, Any]) -> str:
+    """The head's Prometheus rule file (YAML) from the plan's rule groups (plan.monitoring.rules)."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import alerts
+
+    return str(_run("prometheus_rules", alerts.rules_yaml, rules))
+
+
+def prometheus_rule_tests(tests: Mapping[str, Any]) -> str:
+    """The rules' promtool test file (YAML) from the plan's rule tests (plan.monitoring.rule_tests)."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import alerts
+
+    return str(_run("prometheus_rule_tests", alerts.rule_tests_yaml, tests))
+
+
 # The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
 
 
@@ -452,4 +466,6 @@ class FilterModule:
             "validation_floors": _kwargs_filter("validation_floors", lambda: _validation_floors),
             "fabric_tco": fabric_tco,
             "grafana_dashboard": grafana_dashboard,
+            "prometheus_rules": prometheus_rules,
+            "prometheus_rule_tests": prometheus_rule_tests,
         }

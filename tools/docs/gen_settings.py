@@ -74,8 +74,10 @@ def plan_provenance() -> dict[str, list[str]]:
         if isinstance(stmt, ast.Assign | ast.AnnAssign):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for t in targets:
-                if isinstance(t, ast.Name) and stmt.value is not None:
-                    local_values[t.id] = stmt.value
+                # ``pw, limit = _power(...)``: each name of a tuple target comes from the same call
+                for name in t.elts if isinstance(t, ast.Tuple) else [t]:
+                    if isinstance(name, ast.Name) and stmt.value is not None:
+                        local_values[name.id] = stmt.value
 
     def engine_call(node: ast.AST) -> bool:
         if not isinstance(node, ast.Call):

@@ -62,8 +62,8 @@ def requested_power_limit(
     gpu: GpuModel, policy: str, power_cap_w: Any = None, field: str = "gpucluster_gpu_policy"
 ) -> tuple[int, str]:
     """The per-GPU limit ``policy`` asks for and its source ("site_cap" or "model_default"), before any
-    rack budget; PlanError for a cap outside the model's limits or a power_capped policy without one."""
-    check_choice(policy, f"{field}.clock_policy", CLOCK_POLICIES)
+    rack budget; PlanError for a cap outside the model's limits or a power_capped policy without one.
+    ``policy``: one of CLOCK_POLICIES, checked by the caller (the site model, or :func:`gpu_clocks`)."""
     if policy == "power_capped" and power_cap_w is None:
         raise PlanError(f"{field}.power_cap_w", None, "a power limit in W, required by clock_policy power_capped")
     if power_cap_w is not None:
@@ -79,14 +79,19 @@ def gpu_clocks(
     mem_mhz: int | None = None,
     power_cap_w: int | None = None,
     power_limit: PowerLimit | None = None,
+    requested: tuple[int, str] | None = None,
     field: str = "gpucluster_gpu_policy",
 ) -> dict[str, Any]:
     """nvidia-smi settings for ``policy`` on ``gpu``; PlanError for anything outside its limits.
 
     ``power_limit`` is the plan's decision (:func:`power.decide_power_limit`); without it the limit is
-    the one the policy asks for (the site's ``power_cap_w`` or the model default).
+    the one the policy asks for (the site's ``power_cap_w`` or the model default). ``requested``: what
+    :func:`requested_power_limit` answered for this policy and cap, when the caller has asked it already
+    (the plan asks once, for the power plan too, and its site model has checked the policy); without it
+    the policy is checked and the limit asked here.
     """
-    check_choice(policy, f"{field}.clock_policy", CLOCK_POLICIES)
+    if requested is None:
+        check_choice(policy, f"{field}.clock_policy", CLOCK_POLICIES)
     notes: list[str] = []
     lock_sm: list[int] | None = None
     lock_mem: list[int] | None = None
@@ -112,24 +117,24 @@ def gpu_clocks(
         top_mem = _known(gpu.max_mem_mhz, f"{field}.mem_mhz", "maximum memory clock", gpu)
         mem = check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz")
         lock_mem = [mem, mem]
-    requested, source = requested_power_limit(gpu, policy, power_cap_w, field)
+    requested_w, source = requested or requested_power_limit(gpu, policy, power_cap_w, field)
     reset_power = gpu.power_default_w
     if power_limit is None:
-        power = requested
+        power = requested_w
         reason = (
             f"{field}.power_cap_w sets {power} W per GPU"
             if source == "site_cap"
             else f"the {gpu.key} default power limit, {power} W per GPU"
         )
     else:
-        if power_limit.power_limit_w_uncapped != requested:
+        if power_limit.power_limit_w_uncapped != requested_w:
             raise PlanError(
                 f"{field}.power_cap_w",
                 power_cap_w,
                 f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
             )
         power = power_limit.power_limit_w
-        if power != requested:  # lowered by the rack budget: still never outside the model's limits
+        if power != requested_w:  # lowered by the rack budget: still never outside the model's limits
             power = _power_cap(gpu, power, f"{field}.power_cap_w")
         source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
         # stopping the unit must not lift the rack over its budget: never reset above what the rack holds

@@ -35,6 +35,7 @@ starting a second, embedded one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 DCGMI = "/usr/bin/dcgmi"
@@ -102,7 +103,7 @@ def _command(args: list[str]) -> str:
     return " ".join([DCGMI, *args])
 
 
-def dcgm_policy(plan: dict[str, Any]) -> dict[str, Any]:
+def dcgm_policy(plan: Mapping[str, Any]) -> dict[str, Any]:
     """DCGM health watches (no violation policy: see the module's doc) and dcgm-exporter's counters."""
     gpu = plan["gpu"]
     nvlink = gpu["model"].get("nvlink_gen") is not None

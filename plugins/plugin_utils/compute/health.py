@@ -34,6 +34,7 @@ is already set (node_mgr.c, [SL9]).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +144,7 @@ def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
     return {h: sorted(set(p)) for h, p in ports.items()}
 
 
-def health_config(plan: dict[str, Any], section: Any = None) -> dict[str, Any]:
+def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any]:
     """The health check's thresholds, modes and, per compute node, its Slurm name and fabric ports.
 
     ``section`` is the inventory's ``gpucluster_slurm.health`` (None: the defaults).

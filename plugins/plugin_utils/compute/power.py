@@ -161,7 +161,12 @@ def decide_power_limit(
     )
 
 
-def power_budget(
+def power_budget(**kwargs: Any) -> dict[str, Any]:
+    """The plan's power section (:func:`power_plan`'s first half): the filter power_budget returns it."""
+    return power_plan(**kwargs)[0]
+
+
+def power_plan(
     *,
     nodes: int,
     gpus_per_node: int,
@@ -178,8 +183,9 @@ def power_budget(
     gpu_power_source: str = "model_default",
     gpu_default_w: float | None = None,
     field: str = "gpucluster_facility",
-) -> dict[str, Any]:
-    """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan.
+) -> tuple[dict[str, Any], PowerLimit]:
+    """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan;
+    with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (assembly.py).
 
     ``gpu_power_w`` is the limit the GPU policy asks for; ``gpu_power_source`` says whether it is the
     model default (the rack budget may lower it) or the site's own ``power_cap_w`` (it may not: a cap
@@ -240,7 +246,7 @@ def power_budget(
     per_circuit = math.floor(circuit / one_node) if one_node > 0 else 0
     if not per_circuit:
         notes.append(f"one node ({one_node:.1f} kW) needs more than one {circuit:.1f} kW circuit")
-    return {
+    section = {
         **limit.as_dict(),
         **applied,
         **uncapped,
@@ -258,3 +264,4 @@ def power_budget(
         "circuits_per_rack": math.ceil(per_rack / per_circuit) if per_circuit else None,
         "notes": notes,
     }
+    return section, limit

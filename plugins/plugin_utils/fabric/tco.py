@@ -430,7 +430,6 @@ def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
     """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py): the site's own
     fabric kind priced on the plan's cabling, the other kind on the same tree with its own switch."""
     f = site.fabric
-    wl = site.workload
     return fabric_tco(
         topology=fab["topology"],
         compute_hosts=list(site.compute_hosts),
@@ -440,7 +439,7 @@ def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
         spines=f.get("spines", 0),
         spine_scope=f.get("spine_scope", "shared"),
         costs=site.raw.get(FIELD),
-        gpu_hour_usd=wl.get("gpu_hour_cost_usd", 4.0),
+        gpu_hour_usd=site.workload_model.gpu_hour_cost_usd,
         fabric_type=fab["type"],
         link_rate_gbps=fab.get("link_rate_gbps") or 400,
         oversubscription=f.get("oversubscription", 1),

@@ -3,7 +3,10 @@
 This is the engine's only entry for raw inventory data. It checks every field the plan
 needs (presence, type, range) and returns a :class:`Site` of plain dataclasses; every
 error is a :class:`PlanError` naming the inventory field, so a bad inventory stops the
-plan play before any host is contacted. Defaults come from the tier profile, not from here.
+plan play before any host is contacted. The defaults of optional fields are set here, once
+(:class:`Facility`, :class:`Workload`, :class:`Lustre` and the :class:`Site` properties): the
+engine never writes a ``.get(key, default)`` of its own; tier-dependent numbers come from the
+tier profile (tiers.py).
 """
 
 from __future__ import annotations
@@ -99,6 +102,56 @@ class Node:
         return self.cpu_sockets * self.cores_per_socket
 
 
+@dataclass(frozen=True)
+class Facility:
+    """``gpucluster_facility`` with the defaults of its optional fields (the engine reads these, never the
+    section with a default of its own). Ranges are checked where each value is used (power.py, cooling.py)."""
+
+    rack_power_budget_kw: float | None = None
+    breaker_amps: float | None = None
+    circuit_voltage_v: float | None = None
+    racks: int = 1
+    pdu_rating_kw: float | None = None  # unset: the rack's power budget (load_site)
+    circuit_phases: int = 3
+    cooling: str = "air"  # air | dlc
+    coolant_delta_t_k: float = 10  # the DLC loop's design rise (cooling.py dlc_thresholds)
+    ashrae_class: str = "W32"  # docs/sources.md §6.1, ASHRAE TC 9.9 liquid-cooling classes
+    liquid_heat_fraction: float = 1.0  # the share of the rack's heat the liquid loop carries
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``gpucluster_workload`` with the defaults of its optional fields (storage sizing, parallelism)."""
+
+    model_params_b: float | None = None
+    # bf16 weights and grads with fp32 master weights and Adam moments, ~12-14 B/param (storage/sizing.py)
+    checkpoint_bytes_per_param: float = 14
+    checkpoint_interval_min: float = 30
+    checkpoint_overlap_target: float = 0.10
+    gpu_hour_cost_usd: float = 4.0
+    io_wait_fraction: float = 0.2
+    allow_storage_below_need: bool = False
+    checkpoint_async: Any = None  # storage/checkpoint.py reads and checks it
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+
+
+@dataclass(frozen=True)
+class Lustre:
+    """``gpucluster_storage.lustre`` with the defaults of its optional fields (plan/assembly.py _lustre checks them)."""
+
+    fsname: Any = "lustre"
+    lnet_net: Any = "o2ib0"  # LNet's o2ib network 0: InfiniBand/RoCE verbs
+    allow_format: Any = False  # the storage role formats no target unless the site says so
+    mount_point: Any = None  # unset: /lustre/<fsname> (load_site)
+
+
+def _with_defaults(cls: Any, section: dict[str, Any]) -> Any:
+    """``cls`` from the section's fields it names; a field the section leaves out keeps its default (a field
+    written as null stays None, as the engine read it before)."""
+    return cls(**{name: section[name] for name in cls.__dataclass_fields__ if name in section})
+
+
 @dataclass
 class Site:
     raw: dict[str, Any]
@@ -112,8 +165,41 @@ class Site:
     facility: dict[str, Any]
     network: dict[str, Any]
     workload: dict[str, Any]
-    gpu_policy: dict[str, Any]
+    gpu_policy: dict[str, Any]  # clock_policy set and checked (load_site); the other fields as written
     lab: dict[str, Any] = field(default_factory=dict)
+    facility_model: Facility = field(default_factory=Facility)  # facility with its defaults
+    workload_model: Workload = field(default_factory=Workload)  # workload with its defaults
+    lustre_model: Lustre = field(default_factory=Lustre)  # storage.lustre with its defaults
+
+    @property
+    def subnet_manager(self) -> str:
+        """Where the InfiniBand subnet manager runs (``gpucluster_fabric.subnet_manager``, default the head)."""
+        return str(self.fabric.get("subnet_manager", "head"))
+
+    @property
+    def in_lab(self) -> bool:
+        """The site is the container lab (``gpucluster_lab.enabled``, default false)."""
+        return bool(self.lab.get("enabled", False))
+
+    @property
+    def lab_overrides(self) -> dict[str, Any]:
+        """``gpucluster_lab`` when the lab is enabled, else nothing: its overrides apply in the lab only."""
+        return self.lab if self.in_lab else {}
+
+    @property
+    def memlock_kb(self) -> str:
+        """The memlock limit of every host: unlimited, or the lab's ``memlock_kb`` (containers)."""
+        return str(self.lab_overrides.get("memlock_kb", "unlimited"))
+
+    @property
+    def chrony_no_clock_control(self) -> bool:
+        """The lab's chronyd serves time without setting the clock (containers lack CAP_SYS_TIME), by default."""
+        return bool(self.in_lab and self.lab.get("chrony_no_clock_control", True))
+
+    @property
+    def management_interface(self) -> str:
+        """The hosts' management interface (``gpucluster_network.management.interface``, default eth0)."""
+        return str((self.network.get("management") or {}).get("interface", "eth0"))
 
     def hosts_in(self, role: str) -> list[str]:
         return [h.name for h in self.hosts if role in h.roles]
@@ -376,7 +462,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     policy = _section(raw, "gpucluster_gpu_policy", required=False)
     policy.setdefault("clock_policy", "max_performance")
     check_choice(policy["clock_policy"], "gpucluster_gpu_policy.clock_policy", CLOCK_POLICIES)
-    return Site(
+    site = Site(
         raw=raw,
         name=name,
         tier=tier,
@@ -391,6 +477,15 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
         gpu_policy=policy,
         lab=_section(raw, "gpucluster_lab", required=False),
     )
+    # the optional fields' defaults, once, here (the engine reads these, never a section with its own default)
+    site.facility_model = _with_defaults(
+        Facility, {"pdu_rating_kw": site.facility.get("rack_power_budget_kw"), **site.facility}
+    )
+    site.workload_model = _with_defaults(Workload, site.workload)
+    lustre = site.storage.get("lustre") if isinstance(site.storage.get("lustre"), dict) else {}
+    fsname = lustre.get("fsname", Lustre.fsname)
+    site.lustre_model = _with_defaults(Lustre, {"mount_point": f"/lustre/{fsname}", **lustre})
+    return site
 
 
 #: Where the plan is written: a command-line choice (-e) only, never an inventory variable, so that an

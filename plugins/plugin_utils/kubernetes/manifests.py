@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -674,7 +675,7 @@ def _path(obj: dict[str, Any]) -> str:
     return f"{group}/{stem}.yaml"
 
 
-def kubernetes_plan(plan: dict[str, Any], cooling: str = "air", memory_mib: int | None = None) -> dict[str, Any]:
+def kubernetes_plan(plan: Mapping[str, Any], cooling: str = "air", memory_mib: int | None = None) -> dict[str, Any]:
     """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization;
     ``memory_mib``: a GPU node's memory (gpucluster_node.memory_gib), for the kubelet's reservation."""
     shape = _node_shape(plan, memory_mib)

@@ -1,5 +1,7 @@
 """Alert rules from the plan and the promtool tests of those rules (monitoring_plan in prometheus.py
-renders both for the head).
+stores both as data in ``plan.monitoring.rules`` and ``plan.monitoring.rule_tests``; :func:`rules_yaml`
+and :func:`rule_tests_yaml`, the filters ``gpucluster.tiers.prometheus_rules`` and
+``prometheus_rule_tests``, render them as the head's YAML files).
 
 Every threshold is a number the plan already holds; nothing here is a new number:
 
@@ -45,9 +47,11 @@ and gpucluster_coolant_flow_lpm, one series per rack loop with a ``loop`` label.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
 #: the exporters' ports: the rule tests' series carry them in ``instance`` (prometheus.py scrapes them)
 NODE_EXPORTER_PORT = 9100
@@ -500,7 +504,7 @@ def _cooling_rules(r: _Rules, cool: dict[str, Any], loop: dict[str, str]) -> Non
     )
 
 
-def alert_rules(plan: dict[str, Any]) -> dict[str, Any]:
+def alert_rules(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Rule groups (``groups``) and per alert its cases and threshold (``alerts``)."""
     hosts = plan["hosts"]
     compute = next((h for h, v in hosts.items() if "compute" in v["roles"]), plan["cluster"]["head"])
@@ -570,3 +574,83 @@ def rule_tests(alerts: list[dict[str, Any]], rule_file: str = RULE_FILE_FROM_TES
                 }
             )
     return {"rule_files": [rule_file], "evaluation_interval": f"{TEST_INTERVAL_MIN}m", "tests": tests}
+
+
+#: The key order of the rule and test files (Prometheus's and promtool's documented order), whatever the
+#: order of the data: a plan read back from plan.json (keys sorted) renders the same bytes. Label names
+#: are in it too (job, instance, host, ...; severity last); keys not listed follow in sorted order.
+KEY_ORDER: tuple[str, ...] = (
+    "groups",
+    "rule_files",
+    "evaluation_interval",
+    "tests",
+    "name",
+    "rules",
+    "alert",
+    "expr",
+    "for",
+    "labels",
+    "annotations",
+    "interval",
+    "input_series",
+    "alert_rule_test",
+    "series",
+    "values",
+    "eval_time",
+    "alertname",
+    "exp_alerts",
+    "exp_labels",
+    "exp_annotations",
+    "job",
+    "instance",
+    "host",
+    "role",
+    "gpu",
+    "device",
+    "port",
+    "loop",
+    "severity",
+    "summary",
+    "description",
+    "runbook_url",
+    "dashboard",
+)
+_RANK = {key: i for i, key in enumerate(KEY_ORDER)}
+
+
+def _ordered(value: Any) -> Any:
+    """Plain dicts and lists with every mapping's keys in :data:`KEY_ORDER` (unknown keys after, sorted)."""
+    if isinstance(value, Mapping):
+        keys = sorted(value, key=lambda k: (_RANK.get(str(k), len(_RANK)), str(k)))
+        return {str(k): _ordered(value[k]) for k in keys}
+    if isinstance(value, (list, tuple)):
+        return [_ordered(v) for v in value]
+    return value
+
+
+def _dump(data: Any) -> str:
+    import yaml  # PyYAML ships with ansible-core
+
+    return yaml.safe_dump(_ordered(data), sort_keys=False, width=1000, allow_unicode=True)
+
+
+def rules_yaml(rules: Mapping[str, Any]) -> str:
+    """The head's rule file (Prometheus rule groups) from ``plan.monitoring.rules`` (``{"groups": [...]}``)."""
+    require(
+        isinstance(rules, Mapping) and isinstance(rules.get("groups"), list),
+        "plan.monitoring.rules",
+        type(rules).__name__,
+        "the plan's rule groups, a mapping with a list 'groups'",
+    )
+    return _dump({"groups": rules["groups"]})
+
+
+def rule_tests_yaml(tests: Mapping[str, Any]) -> str:
+    """The rules' promtool test file from ``plan.monitoring.rule_tests`` (:func:`rule_tests`)."""
+    require(
+        isinstance(tests, Mapping) and isinstance(tests.get("tests"), list),
+        "plan.monitoring.rule_tests",
+        type(tests).__name__,
+        "the plan's rule tests, a mapping with rule_files, evaluation_interval and a list 'tests'",
+    )
+    return _dump(tests)

@@ -38,6 +38,7 @@ its labels, and a ``host`` variable (``$host``) to narrow them. Every query read
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -528,7 +529,7 @@ def _panel_data(panel: Panel) -> dict[str, Any]:
     return data
 
 
-def grafana_plan(plan: dict[str, Any]) -> dict[str, Any]:
+def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The head's Grafana provisioning: datasource and dashboard provider YAML, one JSON per dashboard."""
     import yaml  # PyYAML ships with ansible-core
 

@@ -1,5 +1,6 @@
 """Monitoring from the plan: what the head's Prometheus scrapes and Alertmanager's inhibitions, with
-the alert rules and their promtool tests (:mod:`alerts`) rendered as YAML.
+the alert rules and their promtool tests (:mod:`alerts`) as data (the filters prometheus_rules and
+prometheus_rule_tests render them as YAML on the way to the head).
 
 Ports: node-exporter :9100, dcgm-exporter :9400 (docs/sources.md §5.4), Prometheus :9090, Alertmanager
 :9093, slurmctld :6817, slurmd :6818, slurmdbd :6819 (docs/monitoring.md). Every node's firewall admits
@@ -8,6 +9,7 @@ them from the management network only (plan/firewall.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
@@ -36,7 +38,7 @@ def _role(roles: list[str]) -> str:
     return "compute" if "compute" in roles else ("head" if "head" in roles else roles[0])
 
 
-def scrape_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def scrape_jobs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     """node-exporter on every host, dcgm-exporter on every compute node, at management addresses."""
 
     def target(name: str, host: dict[str, Any], port: int) -> dict[str, str]:
@@ -63,18 +65,13 @@ INHIBIT = (
 )
 
 
-def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
+def monitoring_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the head's Prometheus and Alertmanager need, from the plan."""
-    import yaml  # PyYAML ships with ansible-core; rendering text here keeps templates trivial
-
     head = plan["cluster"]["head"]
     address = plan["hosts"][head]["addresses"]["management"]
     rules = alert_rules(plan)
     names = [a["alert"] for a in rules["alerts"]]
     jobs = scrape_jobs(plan)
-
-    def dump(data: dict[str, Any]) -> str:
-        return yaml.safe_dump(data, sort_keys=False, width=1000, allow_unicode=True)
 
     return {
         "server": head,
@@ -91,9 +88,11 @@ def monitoring_plan(plan: dict[str, Any]) -> dict[str, Any]:
         "thresholds": {a["alert"]: a["threshold"] for a in rules["alerts"] if a["threshold"]},
         "inhibit": [{"source": s, "target": t, "equal": eq} for s, t, eq in INHIBIT if s in names and t in names],
         "coolant_metrics": list(COOLANT_METRICS) if plan["cooling"]["cooling"] == "dlc" else [],
-        "rules_yaml": dump({"groups": rules["groups"]}),
+        # the rule groups as data: alerts.rules_yaml (filter gpucluster.tiers.prometheus_rules) renders the file
+        "rules": {"groups": rules["groups"]},
         "rule_file": RULE_PATH,
         # promtool's tests of the rules: outside Prometheus's rule folder (never loaded as rules)
         "rule_test_file": RULE_TEST_PATH,
-        "rule_tests_yaml": dump(rule_tests(rules["alerts"])),
+        # as data: alerts.rule_tests_yaml (filter gpucluster.tiers.prometheus_rule_tests) renders the file
+        "rule_tests": rule_tests(rules["alerts"]),
     }

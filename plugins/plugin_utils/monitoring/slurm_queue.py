@@ -16,6 +16,7 @@ static collection data.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def exporter_metrics() -> dict[str, str]:
     raise RuntimeError(f"{SCRIPT}: no METRICS literal")
 
 
-def slurm_queue_plan(plan: dict[str, Any]) -> dict[str, Any] | None:
+def slurm_queue_plan(plan: Mapping[str, Any]) -> dict[str, Any] | None:
     """The exporter's settings on the head, or None when the cluster runs no Slurm (Kubernetes path)."""
     if plan["cluster"]["scheduler"] != "slurm":
         return None

@@ -9,6 +9,8 @@ JSON-serialisable dict. It does no I/O; filters, modules and the CLI call it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, ibfabric
@@ -61,16 +63,18 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors
 SCHEMA_VERSION = 1
 
 
-def _model(site: Site) -> catalog.GpuModel:
-    """The catalog entry, with the site's readings for limits the catalog has no source for (gpu_limits.py)."""
-    node = site.raw.get("gpucluster_node") or {}
-    return gpu_limits.apply_gpu_limits(catalog.gpu_model(site.node.gpu_model), node.get("gpu_limits"))
-
-
-def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
-    """The GPU model, its clocks at the power limit the power plan decided, its temperatures, and how the GPUs
-    of a node reach each other (NVSwitch, NVLink bridges or PCIe only: compute/interconnect.py)."""
-    model = _model(site)
+def _gpu(
+    site: Site,
+    model: catalog.GpuModel,
+    requested: tuple[int, str],
+    limit: power.PowerLimit,
+    link: interconnect.IntraNode,
+    fab: Mapping[str, Any],
+    nccl_enabled: bool,
+) -> dict[str, Any]:
+    """The GPU model, its clocks at the power limit the power plan decided (``limit``), its temperatures, how
+    the GPUs of a node reach each other (``link``: NVSwitch, NVLink bridges or PCIe only, compute/interconnect.py)
+    and what the node needs to come up: Fabric Manager (NVSwitch boards), GPUDirect RDMA (compute/bringup.py)."""
     policy = site.gpu_policy
     plan_clocks = clocks.gpu_clocks(
         model,
@@ -78,10 +82,10 @@ def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
         sm_mhz=policy.get("sm_mhz"),
         mem_mhz=policy.get("mem_mhz"),
         power_cap_w=policy.get("power_cap_w"),
-        power_limit=power.PowerLimit.from_dict(pw),
+        power_limit=limit,
+        requested=requested,
     )
     temps = cooling.gpu_temperature_thresholds(model, override=site.node.gpu_temp_limits)
-    link = interconnect.intra_node(model, site.node.gpus_per_node, site.node.pcie_gen)
     return {
         "model": catalog.gpu_model_as_dict(model),
         "clocks": plan_clocks,
@@ -89,69 +93,66 @@ def _gpu(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
         "interconnect": link.as_dict(),
         # MIG partitioning (compute/mig.py): None unless the site sets gpucluster_gpu_policy.mig
         "mig": mig.mig_plan(policy.get("mig"), model, site.compute_hosts, site.node.gpus_per_node),
+        "bringup": bringup.bringup_plan(
+            model, (site.raw.get("gpucluster_node") or {}).get("gpu_software"), fab["type"], nccl_enabled
+        ),
     }
 
 
-def _power(site: Site) -> dict[str, Any]:
-    """Node/rack power at the applied GPU limit: the policy's limit, lowered when the rack cannot hold it.
-
-    This is where the GPU power limit is decided (power.decide_power_limit); _gpu applies it.
-    """
-    fac, model = site.facility, _model(site)
-    policy = site.gpu_policy
+def _power(site: Site, model: catalog.GpuModel, requested: tuple[int, str]) -> tuple[dict[str, Any], power.PowerLimit]:
+    """Node/rack power at the applied GPU limit: the policy's limit (``requested``), lowered when the rack
+    cannot hold it. This is where the GPU power limit is decided (the PowerLimit returned); _gpu applies it."""
+    fac = site.facility_model
     p = "gpucluster_facility"
-    requested_w, requested_source = clocks.requested_power_limit(
-        model, policy["clock_policy"], policy.get("power_cap_w")
-    )
-    return power.power_budget(
+    return power.power_plan(
         nodes=len(site.compute_hosts),
         gpus_per_node=site.node.gpus_per_node,
-        gpu_power_w=requested_w,
-        gpu_power_source=requested_source,
+        gpu_power_w=requested[0],
+        gpu_power_source=requested[1],
         gpu_default_w=model.power_default_w,
         gpu_min_w=model.power_min_w,
         gpu_max_w=model.power_max_w,
         base_power_w=site.node.base_power_w,
-        racks=check_range(fac.get("racks", 1), f"{p}.racks", 1, 10000, integer=True),
-        rack_budget_kw=fac.get("rack_power_budget_kw"),
-        pdu_rating_kw=fac.get("pdu_rating_kw", fac.get("rack_power_budget_kw")),
-        breaker_amps=fac.get("breaker_amps"),
-        circuit_voltage_v=fac.get("circuit_voltage_v"),
-        circuit_phases=fac.get("circuit_phases", 3),
+        racks=check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True),
+        rack_budget_kw=fac.rack_power_budget_kw,
+        pdu_rating_kw=fac.pdu_rating_kw,
+        breaker_amps=fac.breaker_amps,
+        circuit_voltage_v=fac.circuit_voltage_v,
+        circuit_phases=fac.circuit_phases,
     )
 
 
-def _cooling(site: Site, pw: dict[str, Any]) -> dict[str, Any]:
+def _cooling(site: Site, pw: Mapping[str, Any]) -> dict[str, Any]:
     """The DLC loop of the fullest rack, sized for the heat it makes at the APPLIED GPU power limit."""
-    fac = site.facility
+    fac = site.facility_model
     return cooling.dlc_thresholds(
-        cooling=fac.get("cooling", "air"),
+        cooling=fac.cooling,
         heat_load_kw=pw["rack_kw"],
-        delta_t_k=fac.get("coolant_delta_t_k", 10),
-        ashrae_class=fac.get("ashrae_class", "W32"),
-        liquid_fraction=fac.get("liquid_heat_fraction", 1.0),
+        delta_t_k=fac.coolant_delta_t_k,
+        ashrae_class=fac.ashrae_class,
+        liquid_fraction=fac.liquid_heat_fraction,
     )
 
 
 def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
-    st, wl = site.storage, site.workload
+    st, wl = site.storage, site.workload_model
     sizing = storage_sizing(
-        model_params_b=wl.get("model_params_b"),
-        bytes_per_param=wl.get("checkpoint_bytes_per_param", 14),
-        interval_min=wl.get("checkpoint_interval_min", 30),
-        overlap_target=wl.get("checkpoint_overlap_target", 0.10),
+        model_params_b=wl.model_params_b,
+        bytes_per_param=wl.checkpoint_bytes_per_param,
+        interval_min=wl.checkpoint_interval_min,
+        overlap_target=wl.checkpoint_overlap_target,
         write_floor_gbps=tier.storage_write_gbps[0],
         rated_write_gbps=st.get("rated_write_gbps"),
         gpus=nodes * site.node.gpus_per_node,
-        gpu_hour_cost_usd=wl.get("gpu_hour_cost_usd", 4.0),
-        io_wait_fraction=wl.get("io_wait_fraction", 0.2),
+        gpu_hour_cost_usd=wl.gpu_hour_cost_usd,
+        io_wait_fraction=wl.io_wait_fraction,
     )
     out: dict[str, Any] = {
         "type": st["type"],
         "paths": dict(st.get("paths") or {}),
         "local_scratch": st.get("local_scratch"),
         "sizing": sizing,
-        "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.get("allow_storage_below_need", False))),
+        "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need)),
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
     if st["type"] == "lustre":
@@ -170,7 +171,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             links=nfs.nfs_links(
                 nfs_cfg,
                 fabric_type=site.fabric["type"],
-                lab=bool(site.lab.get("enabled", False)),
+                lab=site.in_lab,
                 clients=nodes,
                 client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
             ),
@@ -217,21 +218,21 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     link_nics = site.node.nics_for("storage") or site.node.compute_nics[:1]
     link_rates = [n.rate_gbps for n in link_nics]
     out["checkpoint_drain"] = checkpoint.checkpoint_drain(
-        wl.get("checkpoint_async"),
+        wl.checkpoint_async,
         storage_type=st["type"],
         local_scratch=st.get("local_scratch"),
         sizing=sizing,
         nodes=nodes,
         remote_path=out["paths"].get("checkpoints"),
         shared_roots=tuple(m for m in mounts if isinstance(m, str)),
-        lab=bool(site.lab.get("enabled", False)),
+        lab=site.in_lab,
         gpus_per_node=site.node.gpus_per_node,
         host_link_gbps=interconnect.PCIE_X16_GBS[site.node.pcie_gen],
         host_link=f"PCIe Gen{site.node.pcie_gen} x16, docs/sources.md [S18]",
         node_ram_bytes=site.node.memory_gib * 2**30,
         client_link_gbps=sum(r for r in link_rates if r) / 8 if link_rates and all(link_rates) else None,
     )
-    if not wl.get("allow_storage_below_need", False):  # the override lets a drain that does not fit through too
+    if not wl.allow_storage_below_need:  # the override lets a drain that does not fit through too
         out["check"] += out["checkpoint_drain"]["check"]
     return out
 
@@ -245,7 +246,8 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     require(bool(oss), "groups.lustre_oss", oss, "at least one host in group lustre_oss when storage is lustre")
     per_oss = check_range(lu.get("osts_per_oss"), f"{p}.osts_per_oss", 1, 256, integer=True)
     ost_count = per_oss * len(oss)
-    fsname = str(lu.get("fsname", "lustre"))
+    defaults = site.lustre_model
+    fsname = str(defaults.fsname)
     require(
         fsname.isalnum() and 1 <= len(fsname) <= 8, f"{p}.fsname", fsname, "1 to 8 letters or digits (Lustre fsname)"
     )
@@ -253,7 +255,7 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     tunables = lustre.lustre_client_tunables(client_ram_gib=site.node.memory_gib)
     storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
     lnet_ifaces = storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]]
-    net = lu.get("lnet_net", "o2ib0")
+    net = defaults.lnet_net
     # the servers' LNet NICs: their own (lustre.server_interfaces, else gpucluster_storage.server_interfaces),
     # never the clients' names; each NID is the address of its own interface (system.check_addresses)
     server_ifaces = lu.get("server_interfaces") or _server_interfaces(site)
@@ -280,9 +282,9 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
                 f"interfaces that {host} has in gpucluster_storage.server_interfaces (they get its storage addresses)",
             )
     mgs_nid = server_nids[mds[0]][0]["nid"]
-    allow = lu.get("allow_format", False)
+    allow = defaults.allow_format
     require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
-    mount_point = lu.get("mount_point", f"/lustre/{fsname}")
+    mount_point = defaults.mount_point
     targets = lustre_targets.lustre_targets(
         fsname=fsname,
         mds=mds,
@@ -328,12 +330,14 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
+def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> dict[str, Any]:
     """/etc/nccl.conf, and NCCL_TOPO_FILE only when the site opts in (gpucluster_node.nccl_topology: file).
 
     On bare metal NCCL's detection from sysfs sees the real PCIe switches; a file replaces that PCI tree
-    (nccl.py), so the reference tiers write none.
+    (nccl.py), so the reference tiers write none. Inside a node NCCL needs no file: ``intra_node`` says what
+    it uses there (``link``: how the node's GPUs reach each other), and what the plan leaves to it.
     """
+    intra = nccl.intra_node_transport(link.kind, site.node.gpu_model)
     ftype = fab["type"]
     choice = site.node.nccl_topology
     if ftype == "none":
@@ -345,9 +349,10 @@ def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
             "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
             "topology_xml": "",
             "topo_file": None,
+            "intra_node": intra,
         }
     topo_file = NCCL_TOPO_FILE if choice == "file" else None
-    mgmt_if = (site.network.get("management") or {}).get("interface", "eth0")
+    mgmt_if = site.management_interface
     conf = nccl.nccl_conf(
         fabric_type=ftype,
         topology=fab["topology"],
@@ -388,10 +393,12 @@ def _nccl(site: Site, fab: dict[str, Any]) -> dict[str, Any]:
         "topology_reason": reason,
         "topology_xml": xml,
         "topo_file": topo_file,  # None: no file (the compute role removes a stale one)
+        "intra_node": intra,
     }
 
 
 def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
+    """The fabric: its type and topology, link rate, rails, subnet manager, RoCE settings and expected cabling."""
     f = site.fabric
     p = "gpucluster_fabric"
     ftype = f["type"]
@@ -422,7 +429,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
     if ftype == "infiniband":
         ib = fabric_host.infiniband_settings(
             f.get("infiniband"),
-            subnet_manager=f.get("subnet_manager", "head"),
+            subnet_manager=site.subnet_manager,
             topology=topology,
             subnets=len(ibfabric.subnets(cabling)),
             field=p,
@@ -466,14 +473,16 @@ def _storage_nics(site: Site, roles: list[str]) -> list[str]:
     return _server_interfaces(site) if "storage" in roles else []
 
 
-def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
-    lab = site.lab if site.lab.get("enabled") else {}
-    memlock = str(lab.get("memlock_kb", "unlimited"))
+def _hosts(site: Site, addresses: Mapping[str, Any], fab: Mapping[str, Any]) -> dict[str, Any]:
+    """Per host: its roles, addresses, sysctls, limits, interface units and firewall. On RoCE the rails'
+    interface units carry the fabric's MTU too (common role, network.j2)."""
+    memlock = site.memlock_kb
     pools = addresses["pools"]
     prefixes = {name: pool["prefixlen"] for name, pool in pools.items() if name != "fabric"}
     if addresses.get("rails"):
         prefixes["rail"] = int(str(addresses["rails"][0]["cidr"]).split("/")[1])
-    mgmt_if = (site.network.get("management") or {}).get("interface", "eth0")
+    mgmt_if = site.management_interface
+    rail_mtu = fab["roce"]["mtu"] if fab["roce"] else None
     out = {}
     for h in site.hosts:
         if "compute" in h.roles:
@@ -489,10 +498,75 @@ def _hosts(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
             "addresses": addresses["hosts"][h.name],
             "sysctl": system.sysctls(h.roles),
             "limits": system.limits(h.roles, memlock),
-            "network_units": system.network_units(addresses["hosts"][h.name], nics, prefixes),
+            "network_units": system.network_units(addresses["hosts"][h.name], nics, prefixes, rail_mtu=rail_mtu),
             "firewall": host_policy(h.roles),  # the ports only the management network reaches
         }
     return out
+
+
+def _needs(plan: Mapping[str, Any], *sections: str) -> Mapping[str, Any]:
+    """The earlier sections a stage reads, read-only: a stage never writes into another's section, and a
+    section it reads before its stage has run is a KeyError here (the order below is the dependency order)."""
+    return MappingProxyType({name: plan[name] for name in sections})
+
+
+def _cluster(site: Site) -> dict[str, Any]:
+    nodes = len(site.compute_hosts)
+    return {
+        "name": site.name,
+        "tier": site.tier,
+        "domain": site.domain,
+        "head": site.head,
+        "compute_nodes": nodes,
+        "compute_hostlist": hostlist.compress(site.compute_hosts),
+        "gpus_per_node": site.node.gpus_per_node,
+        "gpus_total": nodes * site.node.gpus_per_node,
+        "gpu_model": site.node.gpu_model,
+        "lab": site.in_lab,
+        "scheduler": tenants.scheduler(site.raw.get("gpucluster_cluster") or {}),
+    }
+
+
+def _time(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "server": site.head,
+        "server_address": addresses["hosts"][site.head]["management"],
+        "upstream": list(site.network.get("ntp_servers") or []),
+        # lab only: containers lack CAP_SYS_TIME, chronyd serves time without setting the clock
+        "no_clock_control": site.chrony_no_clock_control,
+    }
+
+
+def _validation(site: Site, tier: tiers.TierProfile, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The acceptance floors, and the tests the validate play runs against them (validation/acceptance.py).
+
+    ``plan``: the sections read (cluster, hosts, gpu, storage, fabric)."""
+    fab, gpu = plan["fabric"], plan["gpu"]
+    floors = validation_floors(
+        tier=tier,
+        gpu_model=site.node.gpu_model,
+        fabric_type=fab["type"],
+        compute_nics_per_node=fab["rails"],
+        link_rate_gbps=fab["link_rate_gbps"] if fab["type"] != "none" else None,
+        nodes=plan["cluster"]["compute_nodes"],
+        intra_node=gpu["interconnect"],
+        intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
+        gpus_per_node=site.node.gpus_per_node,
+        storage_ceilings=((plan["storage"].get("nfs") or {}).get("links") or {}).get("ceilings"),
+    )
+    floors["tests"] = acceptance.acceptance_tests({**plan, "validation": floors})
+    return floors
+
+
+def _monitoring(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The head's Prometheus and Alertmanager (monitoring/prometheus.py), its Slurm queue exporter and the
+    Grafana dashboards, which read this section's own thresholds and the DCGM counters.
+
+    ``plan``: the sections read (cluster, hosts, gpu, cooling, storage, fabric, dcgm)."""
+    mon = monitoring_plan(plan)
+    mon["slurm_queue"] = slurm_queue.slurm_queue_plan({**plan, "monitoring": mon})  # the head's Slurm exporter
+    mon["grafana"] = dashboards.grafana_plan({**plan, "monitoring": mon})
+    return mon
 
 
 def cluster_plan(
@@ -500,119 +574,102 @@ def cluster_plan(
 ) -> dict[str, Any]:
     """The whole plan. ``site_vars``: the ``gpucluster_*`` variables; ``groups``: inventory groups;
     ``role_files``: each role's file list (roles/<role>/vars/files.yml, read by the cluster_plan
-    filter), for the per-host ``files`` (without them every host's list is empty)."""
-    site = load_site(site_vars, groups)
+    filter), for the per-host ``files`` (without them every host's list is empty).
+
+    A pipeline in dependency order: each stage gets the site model and the earlier results it reads
+    (``_needs``: those sections, read-only) and returns its own section; no stage patches another's."""
+    site = load_site(site_vars, groups)  # every field checked, optional fields defaulted (inventory/site.py)
     tier = tiers.tier_profile(site.tier)
-    nodes = len(site.compute_hosts)
-    pw = _power(site)  # decides the GPU power limit (rack budget vs. policy)
-    gpu = _gpu(site, pw)  # applies it: -pl, and the value DCGM and the power alert read
+    policy = site.gpu_policy
+    # the site's GPU: the catalog entry with the site's readings for limits the catalog has no source for
+    model = gpu_limits.apply_gpu_limits(
+        catalog.gpu_model(site.node.gpu_model), (site.raw.get("gpucluster_node") or {}).get("gpu_limits")
+    )
+    # the per-GPU limit the policy asks for, before any rack budget (the power plan and the clocks read it)
+    requested = clocks.requested_power_limit(model, policy["clock_policy"], policy.get("power_cap_w"))
+    pw, limit = _power(site, model, requested)  # decides the GPU power limit (rack budget vs. policy)
+    link = interconnect.intra_node(model, site.node.gpus_per_node, site.node.pcie_gen)  # how a node's GPUs meet
     fab = _fabric(site, tier)
     addresses = address_plan(
         pools=site.network,
         hosts=[{"name": h.name, "roles": h.roles, "storage_nics": _storage_nics(site, h.roles)} for h in site.hosts],
         rails=fab["rails"] if fab["type"] != "none" else 0,
     )
-    wl = site.workload
-    storage_plan = _storage(site, tier, nodes, addresses)
+    nccl_plan = _nccl(site, fab, link)
+    gpu = _gpu(site, model, requested, limit, link, fab, nccl_plan["enabled"])  # applies the limit: -pl, DCGM, alert
+    storage_plan = _storage(site, tier, len(site.compute_hosts), addresses)
+    hosts = _hosts(site, addresses, fab)
+    # every address on one interface; every address a client mounts or peers with on its server
+    system.check_addresses(hosts, storage_plan)
+    wl = site.workload_model
     plan: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
-        "cluster": {
-            "name": site.name,
-            "tier": site.tier,
-            "domain": site.domain,
-            "head": site.head,
-            "compute_nodes": nodes,
-            "compute_hostlist": hostlist.compress(site.compute_hosts),
-            "gpus_per_node": site.node.gpus_per_node,
-            "gpus_total": nodes * site.node.gpus_per_node,
-            "gpu_model": site.node.gpu_model,
-            "lab": bool(site.lab.get("enabled", False)),
-            "scheduler": tenants.scheduler(site.raw.get("gpucluster_cluster") or {}),
-        },
+        "cluster": _cluster(site),
         "tier": tiers.tier_as_dict(tier),
-        "hosts": _hosts(site, addresses),
+        "hosts": hosts,
         "network": {k: v for k, v in addresses.items() if k != "hosts"},
         "firewall": firewall_plan(addresses),
         "etc_hosts": etc_hosts_entries(addresses, site.domain),
-        "time": {
-            "server": site.head,
-            "server_address": addresses["hosts"][site.head]["management"],
-            "upstream": list(site.network.get("ntp_servers") or []),
-            # lab only: containers lack CAP_SYS_TIME, chronyd serves time without setting the clock
-            "no_clock_control": bool(site.lab.get("enabled") and site.lab.get("chrony_no_clock_control", True)),
-        },
+        "time": _time(site, addresses),
         "gpu": gpu,
         "power": pw,
         "cooling": _cooling(site, pw),
         "storage": storage_plan,
         "fabric": fab,
-        "nccl": _nccl(site, fab),
+        "nccl": nccl_plan,
         "parallelism": parallelism.parallelism(
-            model_params_b=wl.get("model_params_b"),
+            model_params_b=wl.model_params_b,
             gpus_per_node=site.node.gpus_per_node,
-            nodes=nodes,
+            nodes=len(site.compute_hosts),
             gpu_memory_gb=gpu["model"]["memory_gb"],
-            tensor_parallel=wl.get("tensor_parallel"),
-            pipeline_parallel=wl.get("pipeline_parallel"),
+            tensor_parallel=wl.tensor_parallel,
+            pipeline_parallel=wl.pipeline_parallel,
             nvlink_domain_gpus=gpu["interconnect"]["domain_gpus"],
         ),
-        "validation": validation_floors(
-            tier=tier,
-            gpu_model=site.node.gpu_model,
-            fabric_type=fab["type"],
-            compute_nics_per_node=fab["rails"],
-            link_rate_gbps=fab["link_rate_gbps"] if fab["type"] != "none" else None,
-            nodes=nodes,
-            intra_node=gpu["interconnect"],
-            intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
-            gpus_per_node=site.node.gpus_per_node,
-            storage_ceilings=((storage_plan.get("nfs") or {}).get("links") or {}).get("ceilings"),
-        ),
     }
-    # inside a node NCCL needs no file: what it uses there, and what the plan leaves to it (nccl.py)
-    plan["nccl"]["intra_node"] = nccl.intra_node_transport(gpu["interconnect"]["kind"], site.node.gpu_model)
-    plan["ups"] = ups.ups_plan(site.facility.get("ups"), plan["power"], plan["cluster"])  # runtime vs shutdown
+    # the stages that read earlier sections, in dependency order
+    plan["validation"] = _validation(site, tier, _needs(plan, "cluster", "hosts", "gpu", "storage", "fabric"))
+    plan["ups"] = ups.ups_plan(site.facility.get("ups"), pw, plan["cluster"])  # runtime vs shutdown
     plan["tenants"] = tenants.tenants_plan(site.raw.get("gpucluster_tenants"), plan["cluster"]["gpus_total"])
-    # what the node needs to come up: Fabric Manager (NVSwitch boards), GPUDirect RDMA (compute/bringup.py)
-    plan["gpu"]["bringup"] = bringup.bringup_plan(
-        _model(site), (site.raw.get("gpucluster_node") or {}).get("gpu_software"), fab["type"], plan["nccl"]["enabled"]
-    )
-    plan["validation"]["tests"] = acceptance.acceptance_tests(plan)
-    # the health check first: slurm.conf's Epilog=/Prolog= are its programs (plan["health"]["modes"])
     slurm_section = site.raw.get("gpucluster_slurm")  # not a mapping: accounting_plan names it
-    health_section = slurm_section.get("health") if isinstance(slurm_section, dict) else None
-    plan["health"] = health.health_config(plan, health_section)
-    plan["slurm"] = slurm_plan(site, plan)
-    plan["monitoring"] = monitoring_plan(plan)
-    plan["dcgm"] = dcgm.dcgm_policy(plan)
-    plan["monitoring"]["slurm_queue"] = slurm_queue.slurm_queue_plan(plan)  # the head's Slurm exporter
-    plan["monitoring"]["grafana"] = dashboards.grafana_plan(plan)  # reads the dcgm counters
+    # the health check before Slurm: slurm.conf's Epilog=/Prolog= are its programs (plan["health"]["modes"])
+    plan["health"] = health.health_config(
+        _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric"),
+        slurm_section.get("health") if isinstance(slurm_section, dict) else None,
+    )
+    plan["slurm"] = slurm_plan(site, _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric", "tenants", "health"))
+    plan["dcgm"] = dcgm.dcgm_policy(_needs(plan, "gpu"))  # the exporter's counters: the dashboards read them
+    plan["monitoring"] = _monitoring(_needs(plan, "cluster", "hosts", "gpu", "cooling", "storage", "fabric", "dcgm"))
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
     )
-    if fab["roce"]:  # the rails' interface units carry the RoCE MTU too (common role, network.j2)
-        for host in plan["hosts"].values():
-            for unit in host["network_units"]:
-                if unit["purpose"] == "compute":
-                    unit["mtu"] = fab["roce"]["mtu"]
-    # every address on one interface; every address a client mounts or peers with on its server
-    system.check_addresses(plan["hosts"], plan["storage"])
     # training jobs in containers: the runtime, and the mounts, environment and devices of every job container
     plan["containers"] = containers.containers_plan(
         site.raw.get("gpucluster_containers"),
         scheduler=plan["cluster"]["scheduler"],
-        storage=plan["storage"],
-        nccl_conf=plan["nccl"]["conf"],
+        storage=storage_plan,
+        nccl_conf=nccl_plan["conf"],
         gpus_per_node=site.node.gpus_per_node,
         fabric_type=fab["type"],
         lab=plan["cluster"]["lab"],
     )
-    plan["files"] = files_manifest(plan, role_files)
+    plan["files"] = files_manifest(
+        _needs(
+            plan, "cluster", "hosts", "time", "gpu", "storage", "fabric", "nccl", "slurm", "fabric_host", "containers"
+        ),
+        role_files,
+    )
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
         plan["kubernetes"] = k8s_manifests.kubernetes_plan(
-            plan, cooling=site.facility.get("cooling", "air"), memory_mib=int(site.node.memory_gib * 1024)
+            _needs(
+                plan,
+                *("cluster", "hosts", "gpu", "power", "storage", "fabric", "nccl", "tenants", "slurm"),
+                *("fabric_host", "containers"),
+            ),
+            cooling=site.facility_model.cooling,
+            memory_mib=int(site.node.memory_gib * 1024),
         )
     return plan
 

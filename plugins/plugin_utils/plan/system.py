@@ -8,6 +8,7 @@ kernel does not migrate pages under pinned DMA buffers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
@@ -53,14 +54,19 @@ def limits(roles: list[str], memlock: str = "unlimited") -> list[dict[str, str]]
 
 
 def network_units(
-    addresses: dict[str, Any], nics: list[dict[str, Any]], prefixes: dict[str, int]
+    addresses: Mapping[str, Any],
+    nics: list[dict[str, Any]],
+    prefixes: dict[str, int],
+    *,
+    rail_mtu: int | None = None,
 ) -> list[dict[str, Any]]:
     """systemd-networkd units for a host's management, storage and rail interfaces.
 
     ``addresses``: the host's entry of the address plan; ``nics``: the NICs the host has
     ({netdev, purpose, rail}); ``prefixes``: prefix length per pool ("management",
     "storage", "rail"). A storage interface gets its own address (``storage_interfaces``), so
-    no address is on two interfaces.
+    no address is on two interfaces. ``rail_mtu``: the MTU of every rail (compute) interface (RoCE's,
+    fabric_host.roce_settings); None leaves the link's default.
     """
     units = []
     for nic in nics:
@@ -77,15 +83,16 @@ def network_units(
             prefix = prefixes.get(purpose)
         if not address or prefix is None:
             continue
-        units.append(
-            {
-                "name": f"10-gpucluster-{nic['netdev']}.network",
-                "netdev": nic["netdev"],
-                "purpose": purpose,
-                "rail": nic.get("rail"),
-                "address": f"{address}/{prefix}",
-            }
-        )
+        unit = {
+            "name": f"10-gpucluster-{nic['netdev']}.network",
+            "netdev": nic["netdev"],
+            "purpose": purpose,
+            "rail": nic.get("rail"),
+            "address": f"{address}/{prefix}",
+        }
+        if purpose == "compute" and rail_mtu is not None:
+            unit["mtu"] = rail_mtu
+        units.append(unit)
     return units
 
 

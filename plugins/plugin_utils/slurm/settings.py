@@ -17,6 +17,7 @@ slurm.conf(5) and sacctmgr(1) of Slurm 22.05.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
@@ -77,10 +78,10 @@ def _hook(plan: dict[str, Any], mode: str) -> str:
     return entry["program"] if entry["enabled"] else ""
 
 
-def slurm_plan(site: Site, plan: dict[str, Any]) -> dict[str, Any]:
+def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
     acct = accounting.accounting_plan(site.raw.get(accounting.FIELD), plan)
-    lab = site.lab if site.lab.get("enabled") else {}
+    lab = site.lab_overrides
     node = site.node
     nodes_expr = plan["cluster"]["compute_hostlist"]
     mem_mib = int(node.memory_gib * 1024)

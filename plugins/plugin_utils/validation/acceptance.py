@@ -14,6 +14,7 @@ what passes, fails or is skipped are there).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
@@ -144,7 +145,7 @@ def all_reduce_nodes(plan: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return [h for h in compute if h not in mig], {h: MIG_EXCLUDED for h in compute if h in mig}
 
 
-def acceptance_tests(plan: dict[str, Any]) -> dict[str, Any]:
+def acceptance_tests(plan: Mapping[str, Any]) -> dict[str, Any]:
     """What the validate play runs, from the plan (the all_reduce tests on the nodes without MIG)."""
     cl = plan["cluster"]
     gate = plan["validation"]["gate_message_bytes"]

@@ -21,6 +21,7 @@ import yaml
 from conftest import ROLE_FILES, ROOT, TIERS, cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import dcgm
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import rules_yaml
 
 ROLE = ROOT / "roles" / "compute"
 POLICY_UNIT = "/etc/systemd/system/gpucluster-dcgm-policy.service"
@@ -68,7 +69,7 @@ def test_no_policy_only_health_watches(tier_plan: dict[str, Any]) -> None:
 def test_every_condition_of_the_removed_policy_has_a_consumer(tier_plan: dict[str, Any]) -> None:
     consumers = tier_plan["dcgm"]["policy_consumers"]
     assert set(consumers) == {"dbe", "xid", "thermal", "nvlink", "pcie", "power"}
-    rules = tier_plan["monitoring"]["rules_yaml"]
+    rules = rules_yaml(tier_plan["monitoring"]["rules"])
     assert "GpuDoubleBitEcc" in consumers["dbe"] and "GpuDoubleBitEcc" in rules
     assert "GpuNvlinkErrors" in consumers["nvlink"] and "GpuNvlinkErrors" in rules
     periodic = tier_plan["health"]["modes"]["periodic"]["checks"]
@@ -99,7 +100,7 @@ def test_model_without_nvlink_has_no_nvlink_watch_or_counter() -> None:
 def test_exporter_counters_cover_every_dcgm_metric_the_alerts_read(tier_plan: dict[str, Any]) -> None:
     fields = [c["field"] for c in tier_plan["dcgm"]["exporter"]["counters"]]
     assert len(fields) == len(set(fields))
-    used = set(re.findall(r"DCGM_FI_\w+", tier_plan["monitoring"]["rules_yaml"]))
+    used = set(re.findall(r"DCGM_FI_\w+", rules_yaml(tier_plan["monitoring"]["rules"])))
     assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"} <= used
     assert used <= set(fields)
     assert all(c["type"] in ("gauge", "counter") for c in tier_plan["dcgm"]["exporter"]["counters"])

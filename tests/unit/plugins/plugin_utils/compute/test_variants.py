@@ -11,6 +11,7 @@ import pytest
 from conftest import cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import rules_yaml
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 RTX = "examples/tier1-rtxpro6000"
@@ -70,8 +71,8 @@ def test_rtx_has_no_nvlink_monitoring(rtx: dict[str, Any]) -> None:
     dcgm = rtx["dcgm"]
     assert "n" not in dcgm["health_systems"] and dcgm["policy"] is None
     assert not any("NVLINK" in c["field"] for c in dcgm["exporter"]["counters"])
-    assert "GpuNvlinkErrors" not in rtx["monitoring"]["rules_yaml"]
-    assert "NVLINK" not in rtx["monitoring"]["rules_yaml"]
+    assert "GpuNvlinkErrors" not in rules_yaml(rtx["monitoring"]["rules"])
+    assert "NVLINK" not in rules_yaml(rtx["monitoring"]["rules"])
     fabric = rtx["monitoring"]["grafana"]
     text = str(fabric)
     assert "DCGM_FI_DEV_NVLINK" not in text and "rtx_pro_6000 has no NVLink" in text
@@ -112,7 +113,7 @@ def test_b200_decisions(b200: dict[str, Any]) -> None:
     cool = b200["cooling"]
     assert (cool["heat_load_kw"], cool["required_flow_lpm"]) == (57.2, 82.0)  # 57.2 / (4.186 x 10) x 60
     assert b200["nccl"]["conf"] == _plan("tier4")["nccl"]["conf"]  # NCCL settings as the H100 tier4
-    assert "GpuNvlinkErrors" in b200["monitoring"]["rules_yaml"]
+    assert "GpuNvlinkErrors" in rules_yaml(b200["monitoring"]["rules"])
     assert _rows(b200, "Inside the node")["all_reduce floor in a node (GB/s)"][0] == "432"
 
 
@@ -135,5 +136,5 @@ def test_reference_tiers_keep_nvswitch_decisions(tier: str) -> None:
     plan = _plan(tier)
     assert plan["gpu"]["interconnect"]["kind"] == "nvswitch"
     assert plan["parallelism"]["tp_domain_gpus"] == 8
-    assert "GpuNvlinkErrors" in plan["monitoring"]["rules_yaml"]
+    assert "GpuNvlinkErrors" in rules_yaml(plan["monitoring"]["rules"])
     assert re.search(r"NVLink and fabric", str(plan["monitoring"]["grafana"]))

@@ -8,6 +8,7 @@ must make those tests fail, which shows the tests pin each boundary and each dur
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -18,7 +19,8 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
-from conftest import ROLE_FILES, ROOT, TIERS, cluster_plan, load_inventory
+from ansible.errors import AnsibleFilterError
+from conftest import ROLE_FILES, ROOT, TIERS, cluster_plan, collection_filters, load_inventory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,11 +48,12 @@ def _render(template: str, plan: dict[str, Any]) -> str:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters.update(collection_filters())  # gpucluster.tiers.prometheus_rules, ... as the role calls them
     return env.get_template(template).render(gpucluster_plan=plan)
 
 
 def _rules(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {r["alert"]: r for g in yaml.safe_load(m["rules_yaml"])["groups"] for r in g["rules"]}
+    return {r["alert"]: r for g in m["rules"]["groups"] for r in g["rules"]}
 
 
 def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -110,7 +113,7 @@ def test_prometheus_config_passes_promtool(tier: str, tmp_path: Path) -> None:
 def test_the_rule_tests_catch_a_moved_boundary(mutation: str, tmp_path: Path) -> None:
     """tier4 has every alert. Each mutation must fail exactly the alerts it touches."""
     plan = _plan("tier4")
-    doc = yaml.safe_load(plan["monitoring"]["rules_yaml"])
+    doc = yaml.safe_load(mon.rules_yaml(plan["monitoring"]["rules"]))
     flip = {">=": ">", ">": ">=", "<=": "<", "<": "<=", "==": "!=", "!=": "=="}
     touched = set()
     for rule in (r for g in doc["groups"] for r in g["rules"]):
@@ -137,7 +140,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case(tier: str) -> None:
     m = _plan(tier)["monitoring"]
     rules = _rules(m)
     assert list(rules) == m["alerts"]
-    tests = yaml.safe_load(m["rule_tests_yaml"])["tests"]
+    tests = yaml.safe_load(mon.rule_tests_yaml(m["rule_tests"]))["tests"]
     for name, rule in rules.items():
         hold = int(rule["for"].rstrip("m"))
         cases = {t["name"].split()[1]: t for t in tests if t["name"].split()[0] == name}
@@ -156,7 +159,7 @@ def test_every_alert_has_a_firing_and_a_quiet_case(tier: str) -> None:
 def test_each_boundary_is_tested_at_the_plan_value(tier: str) -> None:
     """Alarm points fire at their value; limits are quiet at theirs (module doc)."""
     m = _plan(tier)["monitoring"]
-    names = {t["name"] for t in yaml.safe_load(m["rule_tests_yaml"])["tests"]}
+    names = {t["name"] for t in yaml.safe_load(mon.rule_tests_yaml(m["rule_tests"]))["tests"]}
     for alert, t in m["thresholds"].items():
         at, beyond = ("fire", "quiet") if t["op"] in (">=", "<=") else ("quiet", "fire")
         assert f"{alert} {at} at {mon._num(t['value'])}" in names
@@ -326,10 +329,38 @@ def test_the_runbook_has_a_section_for_every_alert_of_every_tier() -> None:
 def test_the_rule_tests_are_kept_out_of_the_rule_folder() -> None:
     m = _plan("tier1")["monitoring"]
     assert Path(m["rule_test_file"]).parent != Path(m["rule_file"]).parent
-    assert yaml.safe_load(m["rule_tests_yaml"])["rule_files"] == ["../rules/gpucluster.rules.yml"]
+    assert yaml.safe_load(mon.rule_tests_yaml(m["rule_tests"]))["rule_files"] == ["../rules/gpucluster.rules.yml"]
     assert Path(m["rule_test_file"]).parent.joinpath("../rules/gpucluster.rules.yml").resolve() == Path(m["rule_file"])
 
 
 def test_an_alert_without_help_is_refused() -> None:
     with pytest.raises(ValueError, match="NewAlert has no ALERT_HELP entry"):
         mon._Rules("http://h:3000").annotations("NewAlert", "x", set())
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_rule_files_render_from_plan_data_as_the_stored_text_was(tier: str) -> None:
+    """The plan holds the rules and their tests as data; the filters render the bytes the plan used to store
+    (``yaml.safe_dump(..., sort_keys=False, width=1000)`` of the engine's own order), and a plan read back from
+    plan.json (keys sorted) renders the same bytes. No string of the monitoring section is a document."""
+    m = _plan(tier)["monitoring"]
+    filters = collection_filters()
+
+    def stored(data: Any) -> str:
+        return yaml.safe_dump(data, sort_keys=False, width=1000, allow_unicode=True)
+
+    rules = filters["gpucluster.tiers.prometheus_rules"](m["rules"])
+    tests = filters["gpucluster.tiers.prometheus_rule_tests"](m["rule_tests"])
+    assert rules == stored({"groups": m["rules"]["groups"]})
+    assert tests == stored(m["rule_tests"])
+    back = json.loads(json.dumps(m, sort_keys=True))
+    assert mon.rules_yaml(back["rules"]) == rules and mon.rule_tests_yaml(back["rule_tests"]) == tests
+    assert not [k for k, v in m.items() if isinstance(v, str) and len(v) > 2048]
+
+
+def test_the_rule_filters_refuse_what_is_not_the_plans_rule_data() -> None:
+    filters = collection_filters()
+    with pytest.raises(AnsibleFilterError, match=r"plan\.monitoring\.rules.*a list 'groups'"):
+        filters["gpucluster.tiers.prometheus_rules"]({"rules": []})
+    with pytest.raises(AnsibleFilterError, match=r"plan\.monitoring\.rule_tests.*a list 'tests'"):
+        filters["gpucluster.tiers.prometheus_rule_tests"]("tests")

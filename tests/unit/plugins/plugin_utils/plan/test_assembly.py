@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import gpu_model
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import rules_yaml
 
 
 def test_every_tier_plans_and_is_json(tier_inventory: tuple[str, dict[str, Any], dict[str, list[str]]]) -> None:
@@ -172,7 +173,7 @@ def test_a_rack_cap_is_the_limit_every_host_applies() -> None:
     assert "-pl 700" not in unit  # neither at start nor at stop: 700 W would draw 40.8 kW
     # the Prometheus power alert (DCGM sets no policy: docs/monitoring.md, "DCGM policy")
     assert plan["monitoring"]["thresholds"]["GpuPowerAboveCap"]["value"] == 362
-    assert "DCGM_FI_DEV_POWER_USAGE > 362" in plan["monitoring"]["rules_yaml"]
+    assert "DCGM_FI_DEV_POWER_USAGE > 362" in rules_yaml(plan["monitoring"]["rules"])
     # power figures at the applied limit, the uncapped ones kept
     assert pw["capped"] is True and pw["fits"] is False
     assert pw["rack_kw"] <= 30 and pw["rack_kw"] == pytest.approx(4 * (8 * 362 + 4600) / 1000)

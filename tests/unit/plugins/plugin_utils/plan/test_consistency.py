@@ -480,6 +480,11 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
+def _replace_in(data: Any, old: str, new: str) -> Any:
+    """``data`` (plain JSON data, e.g. the plan's rule groups) with ``old`` replaced in its strings."""
+    return json.loads(_replace(json.dumps(data), old, new))
+
+
 def _swap(items: list[str], old: str, new: str) -> list[str]:
     """``items`` with ``old`` replaced by ``new`` (which must occur in one of them)."""
     assert any(old in item for item in items), old
@@ -499,15 +504,13 @@ DRIFTS = {
         lock_gpu_clocks=[2505, 2505], apply_args=_swap(p["gpu"]["clocks"]["apply_args"], "1980,1980", "2505,2505")
     ),
     "power alert uncapped": lambda p: p["monitoring"].update(
-        rules_yaml=_replace(
-            p["monitoring"]["rules_yaml"], "DCGM_FI_DEV_POWER_USAGE > 362", "DCGM_FI_DEV_POWER_USAGE > 700"
-        )
+        rules=_replace_in(p["monitoring"]["rules"], "DCGM_FI_DEV_POWER_USAGE > 362", "DCGM_FI_DEV_POWER_USAGE > 700")
     ),
     "power alert summary uncapped": lambda p: p["monitoring"].update(
-        rules_yaml=_replace(p["monitoring"]["rules_yaml"], "its 362 W limit", "its 700 W limit")
+        rules=_replace_in(p["monitoring"]["rules"], "its 362 W limit", "its 700 W limit")
     ),
     "temperature alert not the plan's": lambda p: p["monitoring"].update(
-        rules_yaml=_replace(p["monitoring"]["rules_yaml"], "DCGM_FI_DEV_GPU_TEMP >= 87", "DCGM_FI_DEV_GPU_TEMP >= 92")
+        rules=_replace_in(p["monitoring"]["rules"], "DCGM_FI_DEV_GPU_TEMP >= 87", "DCGM_FI_DEV_GPU_TEMP >= 92")
     ),
     "nccl storage HCA": lambda p: p["nccl"].update(
         conf_text=_replace(p["nccl"]["conf_text"], "mlx5_7:1", "mlx5_7:1,mlx5_8:1")

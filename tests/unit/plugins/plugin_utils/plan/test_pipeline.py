@@ -1,0 +1,182 @@
+"""cluster_plan as a pipeline (plan/assembly.py): each stage reads the sections it names, read-only, and
+returns its own; the site model holds the inputs' defaults; the GPU model, the requested power limit and
+the clock policy are each settled once; the plan holds data, not rendered documents."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import TIERS, cluster_plan, load_inventory
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import clocks
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import errors, gpu_limits, site
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Facility, Workload, load_site
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+
+#: a plan's strings stay short: documents are rendered from the plan by the filters and templates
+MAX_STRING = 2048
+
+
+def _strings(value: Any, path: str = "") -> list[tuple[str, int]]:
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, f"{path}[{i}]")]
+    return [(path, len(value))] if isinstance(value, str) else []
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_no_string_of_a_reference_plan_is_a_document(tier: str) -> None:
+    plan = json.loads(json.dumps(cluster_plan(*load_inventory(tier))))
+    assert [(p, n) for p, n in _strings(plan) if n > MAX_STRING] == []
+
+
+def test_the_plan_package_does_not_import_report() -> None:
+    from pathlib import Path
+
+    folder = Path(assembly.__file__).parent
+    for path in folder.glob("*.py"):
+        text = path.read_text()
+        assert "plugin_utils.report" not in text and "import report" not in text, path.name
+
+
+def test_a_stage_reads_only_the_sections_it_names_and_writes_none() -> None:
+    plan = {"cluster": {"name": "c"}, "gpu": {"model": "m"}}
+    needs = assembly._needs(plan, "gpu")
+    assert dict(needs) == {"gpu": {"model": "m"}}
+    with pytest.raises(TypeError):
+        needs["cluster"] = {}  # type: ignore[index]
+    with pytest.raises(KeyError, match="health"):
+        assembly._needs(plan, "gpu", "health")  # a stage placed before the one it reads
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    calls: list[int] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_the_gpu_model_the_requested_limit_and_the_clock_policy_are_settled_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    requested = _counting(monkeypatch, clocks, "requested_power_limit")
+    limits = _counting(monkeypatch, gpu_limits, "apply_gpu_limits")
+    policy_checks: list[str] = []
+    real_choice = errors.check_choice
+
+    def check_choice(value: Any, field: str, allowed: Any) -> Any:
+        if field.endswith("clock_policy"):
+            policy_checks.append(field)
+        return real_choice(value, field, allowed)
+
+    monkeypatch.setattr(site, "check_choice", check_choice)
+    monkeypatch.setattr(clocks, "check_choice", check_choice)
+    plan = cluster_plan(*load_inventory("tier3"))
+    assert (len(requested), len(limits), policy_checks) == (1, 1, ["gpucluster_gpu_policy.clock_policy"])
+    # the one decision reaches every consumer: the power plan and the clocks
+    assert plan["gpu"]["clocks"]["power_limit_w"] == plan["power"]["power_limit_w"]
+
+
+def test_the_site_model_holds_the_defaults_of_optional_fields() -> None:
+    raw, groups = load_inventory("tier3")
+    raw = copy.deepcopy(raw)
+    raw["gpucluster_facility"] = {
+        k: v for k, v in raw["gpucluster_facility"].items() if k in ("rack_power_budget_kw", "breaker_amps")
+    } | {"circuit_voltage_v": 415}
+    raw["gpucluster_workload"] = {"model_params_b": 70}
+    s = load_site(raw, groups)
+    budget = raw["gpucluster_facility"]["rack_power_budget_kw"]
+    assert s.facility_model == Facility(
+        rack_power_budget_kw=budget,
+        breaker_amps=raw["gpucluster_facility"]["breaker_amps"],
+        circuit_voltage_v=415,
+        pdu_rating_kw=budget,  # the PDU defaults to the rack's budget
+    )
+    assert (s.facility_model.racks, s.facility_model.cooling, s.facility_model.ashrae_class) == (1, "air", "W32")
+    assert s.workload_model == Workload(model_params_b=70)
+    assert (s.workload_model.checkpoint_bytes_per_param, s.workload_model.io_wait_fraction) == (14, 0.2)
+    assert (s.in_lab, s.memlock_kb, s.management_interface) == (False, "unlimited", "eno1")
+    plan = cluster_plan(raw, groups)
+    assert plan["cooling"]["cooling"] == "air" and plan["storage"]["sizing"]["inputs"]["bytes_per_param"] == 14
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    racks=st.integers(1, 4),
+    delta_t=st.sampled_from([5, 8, 10, 12]),
+    bpp=st.sampled_from([2, 12, 14, 16]),
+)
+def test_a_field_the_site_sets_wins_over_its_default(racks: int, delta_t: int, bpp: int) -> None:
+    raw, groups = load_inventory("tier4")
+    raw = copy.deepcopy(raw)
+    raw["gpucluster_facility"] = {**raw["gpucluster_facility"], "racks": racks, "coolant_delta_t_k": delta_t}
+    raw["gpucluster_workload"] = {**raw["gpucluster_workload"], "checkpoint_bytes_per_param": bpp}
+    s = load_site(raw, groups)
+    assert (s.facility_model.racks, s.facility_model.coolant_delta_t_k) == (racks, delta_t)
+    assert s.workload_model.checkpoint_bytes_per_param == bpp
+
+
+def test_a_bad_defaulted_field_still_names_itself() -> None:
+    raw, groups = load_inventory("tier3")
+    raw = copy.deepcopy(raw)
+    raw["gpucluster_facility"] = {**raw["gpucluster_facility"], "racks": 0}
+    with pytest.raises(PlanError, match=r"gpucluster_facility\.racks"):
+        cluster_plan(raw, groups)
+
+
+def test_lustre_and_the_subnet_manager_default_in_the_site_model() -> None:
+    raw, groups = load_inventory("tier3")
+    raw = copy.deepcopy(raw)
+    lustre = {k: v for k, v in raw["gpucluster_storage"]["lustre"].items() if k not in ("fsname", "mount_point")}
+    raw["gpucluster_storage"] = {**raw["gpucluster_storage"], "lustre": lustre}
+    s = load_site(raw, groups)
+    assert (s.lustre_model.fsname, s.lustre_model.mount_point, s.lustre_model.lnet_net) == (
+        "lustre",
+        "/lustre/lustre",
+        lustre.get("lnet_net", "o2ib0"),
+    )
+    assert s.subnet_manager == raw["gpucluster_fabric"].get("subnet_manager", "head")
+    plan = cluster_plan(raw, groups)
+    assert plan["storage"]["lustre"]["client_mount"]["where"] == "/lustre/lustre"
+    assert plan["fabric"]["subnet_manager"] == s.subnet_manager
+
+
+def _roce_tier2() -> tuple[dict[str, Any], dict[str, list[str]]]:
+    raw, groups = load_inventory("tier2")
+    raw = copy.deepcopy(raw)
+    raw["gpucluster_fabric"] = {**raw["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26}}
+    return raw, groups
+
+
+@pytest.mark.parametrize("inventory", [*TIERS, "tier4-k8s", "roce"])
+def test_no_stage_changes_a_section_it_was_given(inventory: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every section a stage reads is, at the end of the plan, what it was when that stage read it: no later
+    stage patched it (the RoCE MTU, NCCL's intra_node, the acceptance tests, the monitoring extras)."""
+    seen: list[dict[str, Any]] = []
+    real = assembly._needs
+
+    def recording(plan: Any, *sections: str) -> Any:
+        seen.append(copy.deepcopy({name: plan[name] for name in sections}))
+        return real(plan, *sections)
+
+    monkeypatch.setattr(assembly, "_needs", recording)
+    plan = cluster_plan(*(_roce_tier2() if inventory == "roce" else load_inventory(inventory)))
+    assert len(seen) >= 6
+    for read in seen:
+        assert {name: plan[name] for name in read} == read
+    if inventory == "roce":  # the hosts' rail units carry the RoCE MTU from the start
+        units = [u for h in plan["hosts"].values() for u in h["network_units"] if u["purpose"] == "compute"]
+        assert units and {u["mtu"] for u in units} == {plan["fabric"]["roce"]["mtu"]}
