@@ -11,8 +11,8 @@ version_added: 0.2.0
 description:
   - Computes the plan from the site's C(gpucluster_*) variables and the inventory groups (the same
     engine as the P(gpucluster.tiers.cluster_plan#filter) filter), or loads a precomputed plan.json.
-  - Register the result as C(gpucluster_plan) on localhost (C(playbooks/tasks/plan.yml) does): the whole
-    plan. A host play reads its own slice of it as C(gpucluster_host_plan)
+  - Register the result as C(gpucluster_plan) on localhost, the whole plan (C(playbooks/tasks/plan.yml)
+    does). A host play reads its own slice of it as C(gpucluster_host_plan)
     (P(gpucluster.tiers.host_plan#filter)).
   - A registered result is not templated; the same plan as a C(set_fact) value is finalised value by
     value by ansible-core, which at 16,384 nodes took most of the plan stage. Unlike an action's
