@@ -46,7 +46,7 @@ def _render(template: str, plan: dict[str, Any]) -> str:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template(template).render(gpucluster_plan=plan)
+    return env.get_template(template).render(gpucluster_host_plan=plan)
 
 
 def _rules(m: dict[str, Any]) -> dict[str, dict[str, Any]]:
