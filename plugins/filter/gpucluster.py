@@ -6,7 +6,7 @@ Documentation: ``ansible-doc -t filter gpucluster.tiers.<name>`` (YAML beside th
 
 The engine's modules are imported when a filter runs, not when this file loads: ansible-core
 loads every filter file of the collection to find one filter, in every forked worker (one per
-host and task), so a site.yml task reading ``gpucluster_plan`` (host_plan) would otherwise import
+host and task), so a site.yml task reading ``gpucluster_host_plan`` (host_plan) would otherwise import
 the whole engine per host and task (about 70 ms each). Each filter therefore imports what it
 calls with an ordinary ``from ... import`` inside the function: static (readers, ruff and
 ansible-test see it), and lazy (the first call imports, later calls find the module loaded).
@@ -128,10 +128,16 @@ def read_inventory(base: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
 
 
 def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
-    """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists."""
+    """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists.
+
+    A run's switches and results (``site.RUN_PREFIXES``: the plan ``gpucluster_plan``, a host's slice
+    ``gpucluster_host_plan``, the lock and shutdown switches) are not site data and are left out."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import RUN_PREFIXES
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
-    site = {k: v for k, v in site_vars.items() if str(k).startswith("gpucluster_") and k != "gpucluster_plan"}
+    site = {
+        k: v for k, v in site_vars.items() if str(k).startswith("gpucluster_") and not str(k).startswith(RUN_PREFIXES)
+    }
     return _run("cluster_plan", assembly.cluster_plan, site, groups, role_files())
 
 
@@ -171,7 +177,8 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
 
 
 def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:
-    """One host's slice of the plan (plugin_utils/plan/host_plan.py).
+    """One host's slice of the plan (plugin_utils/plan/host_plan.py): what a host play names
+    ``gpucluster_host_plan``, beside localhost's whole plan ``gpucluster_plan``.
 
     ``source`` is the plan, or ``hostvars``: then the plan is the controller's ``gpucluster_plan``
     fact read raw (``HostVars.raw_get``). Reading it as ``hostvars['localhost'].gpucluster_plan``

@@ -52,7 +52,7 @@ options:
     description:
       - The devices that permission covers on this host (each must be one of O(devices) or O(raid_device)).
       - The inventory writes C(<host>:/dev/...) entries; the plan gives each host only its own devices
-        (C(gpucluster_plan.storage.local_nvme.allow_format_devices[inventory_hostname])), so this list
+        (C(gpucluster_host_plan.storage.local_nvme.allow_format_devices[inventory_hostname])), so this list
         holds bare paths.
     type: list
     elements: str
@@ -79,12 +79,12 @@ author:
 EXAMPLES = r"""
 - name: Check the local NVMe devices before anything is formatted
   gpucluster.tiers.block_device_guard:
-    devices: "{{ gpucluster_plan.storage.local_nvme.devices }}"
-    raid_device: "{{ gpucluster_plan.storage.local_nvme.raid_device }}"
-    filesystem: "{{ gpucluster_plan.storage.local_nvme.filesystem }}"
-    allow_format: "{{ gpucluster_plan.storage.local_nvme.allow_format }}"
+    devices: "{{ gpucluster_host_plan.storage.local_nvme.devices }}"
+    raid_device: "{{ gpucluster_host_plan.storage.local_nvme.raid_device }}"
+    filesystem: "{{ gpucluster_host_plan.storage.local_nvme.filesystem }}"
+    allow_format: "{{ gpucluster_host_plan.storage.local_nvme.allow_format }}"
     allow_format_devices: >-
-      {{ gpucluster_plan.storage.local_nvme.allow_format_devices[inventory_hostname] | default([]) }}
+      {{ gpucluster_host_plan.storage.local_nvme.allow_format_devices[inventory_hostname] | default([]) }}
   register: storage_guard
 """
 

@@ -11,10 +11,12 @@ version_added: 0.2.0
 description:
   - Computes the plan from the site's C(gpucluster_*) variables and the inventory groups (the same
     engine as the P(gpucluster.tiers.cluster_plan#filter) filter), or loads a precomputed plan.json.
-  - Register the result as C(gpucluster_plan) (C(playbooks/tasks/plan.yml) does). A registered result is
-    not templated; the same plan as a C(set_fact) value is finalised value by value by ansible-core, which
-    at 16,384 nodes took most of the plan stage. Unlike an action's C(ansible_facts), a registered value
-    is not written to the persistent fact cache.
+  - Register the result as C(gpucluster_plan) on localhost, the whole plan (C(playbooks/tasks/plan.yml)
+    does). A host play reads its own slice of it as C(gpucluster_host_plan)
+    (P(gpucluster.tiers.host_plan#filter)).
+  - A registered result is not templated; the same plan as a C(set_fact) value is finalised value by
+    value by ansible-core, which at 16,384 nodes took most of the plan stage. Unlike an action's
+    C(ansible_facts), a registered value is not written to the persistent fact cache.
   - ansible-core adds C(changed) and C(failed) to the registered value; the
     P(gpucluster.tiers.plan_data#filter) filter gives the plan without them, and
     P(gpucluster.tiers.host_plan#filter) and P(gpucluster.tiers.plan_sha256#filter) leave them out.
@@ -47,7 +49,7 @@ EXAMPLES = r"""
     groups: "{{ groups }}"
     file: "{{ gpucluster_plan_file | default('', true) }}"
   vars:
-    names: "{{ query('ansible.builtin.varnames', '^gpucluster_(?!plan|lock|shutdown_)') }}"
+    names: "{{ query('ansible.builtin.varnames', '^gpucluster_(?!plan|host_plan|lock|shutdown_)') }}"
   register: gpucluster_plan
   no_log: true
 """

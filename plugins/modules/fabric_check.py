@@ -26,7 +26,7 @@ description:
 options:
   expected:
     description:
-      - The plan's fabric dict (C(gpucluster_plan.fabric), with C(cabling) and
+      - The plan's fabric dict (C(gpucluster_host_plan.fabric), with C(cabling) and
         C(topology_conf)), or just its C(cabling).
     type: dict
     required: true
@@ -106,7 +106,7 @@ author:
 EXAMPLES = r"""
 - name: Check the fabric from the first compute node, one discovery per planned subnet
   gpucluster.tiers.fabric_check:
-    expected: "{{ gpucluster_plan.fabric }}"
+    expected: "{{ gpucluster_host_plan.fabric }}"
     ignore: ["head01 *"]
   run_once: true
   delegate_to: "{{ groups['compute'] | first }}"
@@ -115,7 +115,7 @@ EXAMPLES = r"""
   vars:
     ibsim: "{{ lookup('ansible.builtin.file', lab_dir ~ '/ibsim/ibsim.json') | from_json }}"
   gpucluster.tiers.fabric_check:
-    expected: "{{ gpucluster_plan.fabric }}"
+    expected: "{{ gpucluster_host_plan.fabric }}"
     rails: "{{ ibsim.rails }}"
     environment: "{{ ibsim.environment }}"
     expected_rate: "{{ ibsim.lab_rate.rate_gbps }}"
@@ -125,7 +125,7 @@ EXAMPLES = r"""
 
 - name: Check recorded output (no fabric needed)
   gpucluster.tiers.fabric_check:
-    expected: "{{ gpucluster_plan.fabric }}"
+    expected: "{{ gpucluster_host_plan.fabric }}"
     ibnetdiscover_output: ["{{ lookup('ansible.builtin.file', 'rail0.txt') }}"]
     fail_on_mismatch: false
   register: fabric

@@ -26,7 +26,7 @@ options:
     description: Path of nvidia-smi; found in E(PATH) when not given.
     type: path
   plan_gpu:
-    description: The plan's C(gpu) section (C(gpucluster_plan.gpu)); its C(clocks) are checked against each GPU.
+    description: The plan's C(gpu) section (C(gpucluster_host_plan.gpu)); its C(clocks) are checked against each GPU.
     type: dict
   query_output:
     description:
@@ -53,7 +53,7 @@ author:
 EXAMPLES = r"""
 - name: Read the GPUs and check the plan's clock lock and power limit against them
   gpucluster.tiers.gpu_facts:
-    plan_gpu: "{{ gpucluster_plan.gpu }}"
+    plan_gpu: "{{ gpucluster_host_plan.gpu }}"
 
 - name: Parse recorded output (no GPU needed)
   gpucluster.tiers.gpu_facts:

@@ -18,7 +18,7 @@ description:
   - Entries with C(mkdir) get their folder created (mode 0755, owner root), as
     M(ansible.builtin.file) with C(state=directory) would.
   - Called through the action with O(files) as manifest entries (role, src, dest, mode, notify,
-    validate, mkdir) of C(gpucluster_plan.files); the action returns C(changed_files), the entries
+    validate, mkdir) of C(gpucluster_host_plan.files); the action returns C(changed_files), the entries
     that changed, so a task can notify each changed file's handlers only.
 options:
   files:
@@ -62,7 +62,7 @@ EXAMPLES = r"""
 - name: Write the role's files from the plan (one module call per host)
   gpucluster.tiers.host_files:
     files: >-
-      {{ gpucluster_plan.files[inventory_hostname] | selectattr('role', 'equalto', 'common')
+      {{ gpucluster_host_plan.files[inventory_hostname] | selectattr('role', 'equalto', 'common')
          | rejectattr('task', 'defined') }}
   register: common_files_written
 

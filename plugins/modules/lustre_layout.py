@@ -23,7 +23,7 @@ options:
     required: true
   components:
     description:
-      - The layout, first component first; items of C(gpucluster_plan.storage.lustre.layouts.<role>.components).
+      - The layout, first component first; items of C(gpucluster_host_plan.storage.lustre.layouts.<role>.components).
       - Each item has C(end) (bytes, C(-1) = end of file), C(stripe_count) (C(-1) = all OSTs),
         C(stripe_size) (bytes, a multiple of 64 KiB), C(layout) (C(raid0) or C(mdt) for
         Data-on-MDT, first component only) and optionally C(pool).
@@ -57,7 +57,7 @@ EXAMPLES = r"""
     path: "{{ item.value.path }}"
     components: "{{ item.value.components }}"
     create: true
-  loop: "{{ gpucluster_plan.storage.lustre.layouts | dict2items }}"
+  loop: "{{ gpucluster_host_plan.storage.lustre.layouts | dict2items }}"
   loop_control:
     label: "{{ item.key }}"
 """

@@ -41,7 +41,7 @@ author:
 EXAMPLES = r"""
 - name: Render the host's files from the roles' templates
   gpucluster.tiers.render_files:
-    files: "{{ gpucluster_plan.files[inventory_hostname] }}"
+    files: "{{ gpucluster_host_plan.files[inventory_hostname] }}"
     dest_root: "build/plan/tier3/hosts/{{ inventory_hostname }}"
     template_root: "{{ playbook_dir }}/../roles"
   delegate_to: localhost

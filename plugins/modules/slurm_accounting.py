@@ -53,9 +53,9 @@ author:
 EXAMPLES = r"""
 - name: Accounts, users and QOS from the plan
   gpucluster.tiers.slurm_accounting:
-    cluster: "{{ gpucluster_plan.slurm.cluster_name }}"
-    qos: "{{ gpucluster_plan.slurm.accounting.qos }}"
-    accounts: "{{ gpucluster_plan.slurm.accounting.accounts }}"
+    cluster: "{{ gpucluster_host_plan.slurm.cluster_name }}"
+    qos: "{{ gpucluster_host_plan.slurm.accounting.qos }}"
+    accounts: "{{ gpucluster_host_plan.slurm.accounting.accounts }}"
 """
 
 RETURN = r"""

@@ -85,7 +85,7 @@ def render_role_template(
 
         env.filters.update(FilterModule().filters())
     env.filters.update(collection_filters())
-    return env.get_template(src).render(gpucluster_plan=plan, inventory_hostname=host, **extra)
+    return env.get_template(src).render(gpucluster_host_plan=plan, inventory_hostname=host, **extra)
 
 
 def collection_filters() -> dict[str, Any]:

@@ -5,7 +5,7 @@ is WRITTEN as a real inventory (hosts.yml + group_vars/all/*.yml) in a temporary
 playbooks run against it with ansible-playbook, contacting no host (connection local):
 
 - ``plan``: site.yml's first play (playbooks/tasks/plan.yml on localhost);
-- ``hand-over``: the same, then one play over every host that reads the host's ``gpucluster_plan``
+- ``hand-over``: the same, then one play over every host that reads the host's ``gpucluster_host_plan``
   exactly as site.yml defines it (the play variable is copied from playbooks/site.yml) and records
   the JSON bytes unique to the host (host_plan.view_sizes: the view without the shared tables),
   then localhost sizes the shared tables once.
@@ -72,10 +72,15 @@ def write_inventory(nodes: int, dest: Path) -> None:
     (dest / "hosts.yml").write_text(yaml.safe_dump(tree, sort_keys=False))
 
 
+#: The play variable of a host's slice of the plan (playbooks/site.yml); the old hand-over (--before)
+#: gave every host the whole plan as gpucluster_plan.
+VIEW_VAR = "gpucluster_host_plan"
+
+
 def site_view_var() -> str:
-    """The play variable gpucluster_plan exactly as playbooks/site.yml sets it."""
+    """The play variable gpucluster_host_plan exactly as playbooks/site.yml sets it."""
     plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
-    return next(p["vars"]["gpucluster_plan"] for p in plays if "gpucluster_plan" in p.get("vars", {}))
+    return next(p["vars"][VIEW_VAR] for p in plays if VIEW_VAR in p.get("vars", {}))
 
 
 def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
@@ -88,7 +93,7 @@ def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
         "tasks": [{"name": "Compute the plan", "ansible.builtin.import_tasks": str(tree / "playbooks/tasks/plan.yml")}],
     }
     views: dict[str, Any] = {
-        "name": "Every host reads its gpucluster_plan",
+        "name": "Every host reads its slice of the plan",
         "hosts": "all",
         "connection": "local",
         "gather_facts": False,
@@ -98,13 +103,13 @@ def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
                 "ansible.builtin.set_fact": {
                     "bench_bytes": "{{ gpucluster_plan | bench_json_size }}"
                     if before
-                    else "{{ gpucluster_plan | bench_view_sizes }}"
+                    else "{{ gpucluster_host_plan | bench_view_sizes }}"
                 },
             }
         ],
     }
     if not before:
-        views["vars"] = {"gpucluster_plan": site_view_var()}
+        views["vars"] = {VIEW_VAR: site_view_var()}
     summary = {
         "name": "Write the sizes",
         "hosts": "localhost",

@@ -492,8 +492,10 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
 #: inventory cannot write the plan (and every host's files) outside build/ (playbooks/plan.yml).
 COMMAND_LINE_ONLY = ("gpucluster_plan_root", "gpucluster_plan_dir")
 #: gpucluster_* names that are a run's switches or results, not site data (tasks/plan.yml does not read
-#: them as the site): the plan and its files, the converge lock, the shutdown.
-RUN_PREFIXES = ("gpucluster_plan", "gpucluster_lock", "gpucluster_shutdown_")
+#: them as the site): the plan and its files (localhost's whole plan ``gpucluster_plan``, a host play's
+#: slice of it ``gpucluster_host_plan``), the converge lock, the shutdown. tasks/plan.yml's varnames
+#: pattern and the cluster_plan filter leave out the same names.
+RUN_PREFIXES = ("gpucluster_plan", "gpucluster_host_plan", "gpucluster_lock", "gpucluster_shutdown_")
 #: The prefix of every site variable; a variable whose first word is this close to it is a typo.
 PREFIX = "gpucluster"
 

@@ -55,5 +55,5 @@ def test_example_plans_and_every_host_file_renders(name: str) -> None:
             assert template.is_file(), f"{name}: {host} {f['dest']}: no {template}"
             env = envs.setdefault(f["role"], _env(f["role"]))
             extra: dict[str, Any] = {"item": f} if "unit" in f else {}
-            text = env.get_template(f["src"]).render(gpucluster_plan=view, inventory_hostname=host, **extra)
+            text = env.get_template(f["src"]).render(gpucluster_host_plan=view, inventory_hostname=host, **extra)
             assert text.strip(), f"{name}: {host} {f['dest']} renders empty"

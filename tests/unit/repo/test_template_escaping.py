@@ -125,7 +125,7 @@ def _env(folder: Path) -> jinja2.Environment:
 
 def _render(plan: dict[str, Any], host: str, f: dict[str, Any]) -> str:
     env = _env(ROOT / "roles" / f["role"] / "templates")
-    return env.get_template(f["src"]).render(gpucluster_plan=plan, inventory_hostname=host, item=f)
+    return env.get_template(f["src"]).render(gpucluster_host_plan=plan, inventory_hostname=host, item=f)
 
 
 def rendered(case: str) -> list[tuple[str, dict[str, Any], str]]:

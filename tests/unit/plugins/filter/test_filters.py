@@ -24,6 +24,26 @@ def test_cluster_plan_filter_ignores_other_vars(tier3: tuple[dict[str, Any], dic
     assert plan["cluster"]["name"] == "tier3"
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpucluster_plan",
+        "gpucluster_host_plan",
+        "gpucluster_plan_file",
+        "gpucluster_lock_state",
+        "gpucluster_shutdown_confirm",
+    ],
+)
+def test_cluster_plan_filter_ignores_a_runs_variables(
+    tier3: tuple[dict[str, Any], dict[str, list[str]]], name: str
+) -> None:
+    """Localhost's whole plan, a host's slice (gpucluster_host_plan) and the run's switches are not site
+    data (site.RUN_PREFIXES): a value of them does not reach the engine, which would refuse an unknown key."""
+    site, groups = tier3
+    plan = FILTERS["cluster_plan"]({**site, name: {"stale": True}}, groups)
+    assert plan == FILTERS["cluster_plan"](site, groups)
+
+
 def test_engine_error_becomes_filter_error_naming_the_field(
     tier3: tuple[dict[str, Any], dict[str, list[str]]],
 ) -> None:

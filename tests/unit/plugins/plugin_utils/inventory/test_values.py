@@ -229,6 +229,14 @@ def test_runtime_results_and_run_switches_are_not_site_data() -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["gpucluster_plan", "gpucluster_host_plan"])
+def test_the_whole_plan_and_a_hosts_slice_are_not_site_data(name: str) -> None:
+    """localhost's whole plan (gpucluster_plan) and a host play's slice (gpucluster_host_plan) on one host
+    only are no "value set on group all only" error: a run's variables, not the site's."""
+    site_module.check_host_variables(_hosts(compute01={name: {"hosts": {"compute01": {}}}}))
+    assert "gpucluster_host_plan".startswith(site_module.RUN_PREFIXES)
+
+
 def test_two_hosts_with_one_ansible_host_are_refused() -> None:
     hosts = _hosts(head01={"ansible_host": "10.0.0.5"}, compute01={"ansible_host": "10.0.0.5"})
     with pytest.raises(PlanError) as caught:

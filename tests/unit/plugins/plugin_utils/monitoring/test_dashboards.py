@@ -228,7 +228,7 @@ def test_a_template_renders_the_filter() -> None:
     for key in dash.DASHBOARDS:
         text = (ROOT / "roles" / "head" / "templates" / f"grafana-dashboard-{key}.json.j2").read_text()
         assert text.strip() == (
-            f"{{{{ gpucluster_plan.monitoring.grafana.dashboards.{key} | gpucluster.tiers.grafana_dashboard }}}}"
+            f"{{{{ gpucluster_host_plan.monitoring.grafana.dashboards.{key} | gpucluster.tiers.grafana_dashboard }}}}"
         )
 
 

@@ -49,7 +49,7 @@ def _render(template: str, plan: dict[str, Any]) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(collection_filters())  # gpucluster.tiers.prometheus_rules, ... as the role calls them
-    return env.get_template(template).render(gpucluster_plan=plan)
+    return env.get_template(template).render(gpucluster_host_plan=plan)
 
 
 def _rules(m: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -114,11 +114,11 @@ def test_the_view_leaves_the_plan_untouched() -> None:
     assert canonical_json(plan) == before
 
 
-_PATH = re.compile(r"gpucluster_plan((?:\.[a-z_0-9]+|\[inventory_hostname\])+)")
+_PATH = re.compile(r"gpucluster_host_plan((?:\.[a-z_0-9]+|\[inventory_hostname\])+)")
 
 
 def _role_paths() -> set[str]:
-    """Every gpucluster_plan key path in the roles' tasks, handlers, vars and templates."""
+    """Every gpucluster_host_plan key path in the roles' tasks, handlers, vars and templates."""
     paths: set[str] = set()
     for f in (ROOT / "roles").rglob("*"):
         if f.is_file() and f.suffix in (".yml", ".j2") and "meta" not in f.parts:
@@ -130,7 +130,7 @@ def _lookup(tree: Any, path: str, host: str) -> tuple[bool, Any]:
     for part in re.findall(r"\.([a-z_0-9]+)|\[inventory_hostname\]", path):
         key = part or host
         if key in ("items", "keys", "values") and not (isinstance(tree, dict) and key in tree):
-            return True, tree  # a method call (gpucluster_plan.nccl.conf.items())
+            return True, tree  # a method call (gpucluster_host_plan.nccl.conf.items())
         if not isinstance(tree, dict) or key not in tree:
             return False, None
         tree = tree[key]
@@ -210,16 +210,16 @@ def test_canonical_json_is_compact_and_sorted() -> None:
 
 
 def test_site_and_plan_playbooks_read_the_view() -> None:
-    """Every play of site.yml except the plan play sets gpucluster_plan to the host's view."""
+    """Every play of site.yml except the plan play sets gpucluster_host_plan to the host's view."""
     expr = "{{ hostvars | gpucluster.tiers.host_plan(inventory_hostname) }}"
     site = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
     assert site[0]["hosts"] == "localhost"
     for play in site[1:]:
         if play["hosts"] == "localhost":  # controller plays (Kubernetes objects, the lock) read the whole plan
             continue
-        assert play["vars"]["gpucluster_plan"] == expr, play["name"]
+        assert play["vars"]["gpucluster_host_plan"] == expr, play["name"]
     plan_pb = yaml.safe_load((ROOT / "playbooks" / "plan.yml").read_text())
-    assert plan_pb[-1]["vars"]["gpucluster_plan"] == expr
+    assert plan_pb[-1]["vars"]["gpucluster_host_plan"] == expr
     assert "delegate_facts" not in (ROOT / "playbooks" / "tasks" / "plan.yml").read_text()
 
 

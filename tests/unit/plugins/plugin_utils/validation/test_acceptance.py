@@ -401,7 +401,7 @@ def test_sbatch_template_renders_the_plan_nccl_env(plans: dict[str, dict[str, An
     env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["quote"] = shlex.quote
     src = (ROOT / "roles" / "head" / "templates" / "nccl-allreduce.sbatch.j2").read_text()
-    text = env.from_string(src).render(gpucluster_plan=plans["tier3"])
+    text = env.from_string(src).render(gpucluster_host_plan=plans["tier3"])
     assert text.startswith("#!/bin/bash\n")
     assert "#SBATCH --nodes=4\n" in text and "#SBATCH --ntasks-per-node=8\n" in text
     assert "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1\n" in text
