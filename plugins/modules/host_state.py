@@ -21,7 +21,7 @@ description:
     that differ. When every unit is as wanted nothing else runs, so an idempotent run costs one
     C(systemctl show) per host instead of one M(ansible.builtin.systemd_service) call per unit.
   - The states are those of M(ansible.builtin.systemd_service) C(enabled), C(state=started|stopped) and
-    C(masked). C(restarted) and C(reloaded) are not offered: restarts belong to handlers.
+    C(masked). C(restarted) and C(reloaded) are not offered (restarts belong to handlers).
   - C(systemctl daemon-reload) runs first when systemd holds an outdated copy of a unit's file or
     drop-in (C(NeedDaemonReload=yes)), or a unit to enable or start is not loaded yet (a unit file
     written by this run), or when O(daemon_reload) is true. It does not count as a change.
@@ -45,7 +45,7 @@ options:
         type: path
         required: true
       state:
-        description: A folder (V(directory)) or nothing (V(absent): a file, link or folder tree removed).
+        description: A folder (V(directory)) or nothing (V(absent), a file, link or folder tree removed).
         type: str
         choices: [directory, absent]
         default: directory
