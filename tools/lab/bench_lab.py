@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,17 @@ def mitogen_env() -> dict[str, str] | None:
         raise SystemExit(f"GPUCLUSTER_MITOGEN={folder}: no ansible_mitogen/plugins/strategy there")
     path = os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH")) if p)
     return {"ANSIBLE_STRATEGY_PLUGINS": str(strategy), "ANSIBLE_STRATEGY": "mitogen_linear", "PYTHONPATH": path}
+
+
+def load() -> str:
+    """The 1-minute load average now: the machine is shared, so every timing carries it."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def controller_cpu() -> float:
+    """User + system seconds of the finished children (ansible-playbook and its forks) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def playbook(tier: str, name: str, config: str, extra: dict[str, str] | None = None, connect: bool = True) -> float:
@@ -87,15 +99,24 @@ def main() -> int:
         settings["project ansible.cfg + mitogen_linear"] = (project, mitogen)
     settings["stock settings"] = (stock.name, {})
     if opts.rerun_only:
-        print(f"| {opts.tier}, converged lab | idempotent re-run (changed=0) |\n|---|---:|")
+        # load average before/after each run, and the controller's CPU seconds: the steadier figure
+        print(
+            f"| {opts.tier}, converged lab | idempotent re-run (changed=0) | controller CPU | load before / after |\n"
+            "|---|---:|---:|---:|"
+        )
         for name, (config, extra) in settings.items():
+            before, cpu = load(), controller_cpu()
             again = playbook(opts.tier, "site.yml", config, {**extra, "GPUCLUSTER_BENCH_RUN": "idempotent"})
-            print(f"| {name} | {again:.0f} s |", flush=True)
+            print(f"| {name} | {again:.0f} s | {controller_cpu() - cpu:.0f} s | {before} / {load()} |", flush=True)
         return 0
-    rows = {name: measure(opts.tier, config, extra) for name, (config, extra) in settings.items()}
-    print(f"| {opts.tier} | first converge | idempotent re-run |\n|---|---:|---:|")
+    rows, loads = {}, {}
+    for name, (config, extra) in settings.items():
+        before = load()
+        rows[name] = measure(opts.tier, config, extra)
+        loads[name] = f"{before} / {load()}"
+    print(f"| {opts.tier} | first converge | idempotent re-run | load before / after |\n|---|---:|---:|---:|")
     for name, (first, again) in rows.items():
-        print(f"| {name} | {first:.0f} s | {again:.0f} s |")
+        print(f"| {name} | {first:.0f} s | {again:.0f} s | {loads[name]} |")
     p1, p2 = rows["project ansible.cfg"]
     for name, (first, again) in rows.items():
         if name != "project ansible.cfg":

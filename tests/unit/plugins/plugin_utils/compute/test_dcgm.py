@@ -235,13 +235,18 @@ def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
 
 
 def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
-    enable = next(
-        t
-        for t in _tasks()
-        if t.get("ansible.builtin.systemd_service", {}).get("name") == "gpucluster-dcgm-policy.service"
+    # enabled with the role's other units in one gpucluster.tiers.host_state call (tasks/main.yml), no state
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    (units,) = [t for t in main if "services" in t.get("gpucluster.tiers.host_state", {})]
+    assert (
+        "{'name': 'gpucluster-dcgm-policy.service', 'enabled': true}"
+        in units["gpucluster.tiers.host_state"]["services"]
     )
-    assert enable["ansible.builtin.systemd_service"] == {"name": "gpucluster-dcgm-policy.service", "enabled": True}
-    assert "when" not in enable
+    assert "when" not in units
+    named = [
+        p.name for p in sorted((ROLE / "tasks").glob("*.yml")) if "gpucluster-dcgm-policy.service" in p.read_text()
+    ]
+    assert named == ["main.yml"]  # no other task starts or restarts it
     handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
     apply = next(h for h in handlers if h["name"] == "Apply the DCGM policy")
     assert apply["when"] == "compute_gpu_repo | length > 0"
