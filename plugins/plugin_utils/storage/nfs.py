@@ -228,7 +228,6 @@ def nfs_plan(
                 "unit_path": f"/etc/systemd/system/{unit}",
             }
         )
-        mounts[-1]["unit_text"] = _mount_unit(mounts[-1], server)
     for root in (e["mount_point"] for e in exports):
         for other in (e["mount_point"] for e in exports):
             if root != other and _under(other, root) is not None:
@@ -248,7 +247,10 @@ def nfs_plan(
     }
 
 
-def _mount_unit(mount: dict[str, Any], server: str) -> str:
+def mount_unit_text(mount: dict[str, Any], server: str) -> str:
+    """The systemd mount unit of one of the plan's ``storage.nfs.client_mounts`` (what, where, type,
+    options) from NFS server ``server``: rendered on the way to the clients (filter
+    gpucluster.tiers.nfs_mount_unit), not stored in the plan."""
     return (
         "# Planned by gpucluster.tiers: NFS client mount of the cluster's shared storage.\n"
         "[Unit]\n"

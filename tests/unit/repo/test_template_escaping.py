@@ -36,7 +36,7 @@ NTP = ["ntp-1.example.org", "2001:db8::1", "192.0.2.7"]
 PATH_CHARS = "a+b@c%d=e,f:g~h_"
 #: the roles whose templates this module reviews; the templates other modules own
 ROLES = ("common", "compute", "fabric", "storage", "head")
-# The mount units (nfs-client.mount.j2, slurm-state.mount.j2) print the engine's unit_text as is:
+# The mount units (nfs-client.mount.j2, slurm-state.mount.j2) print the engine's unit text as is:
 # its Description does not double a '%' of the mount path (storage/nfs.py, slurm/ha.py: an open
 # finding for their owners, the hosts got these bytes before the files were in the manifest too).
 NOT_REVIEWED = re.compile(r"^(nftables|gpucluster-nftables|grafana|nfs-client\.mount|slurm-state\.mount)")
