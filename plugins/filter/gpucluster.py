@@ -420,6 +420,26 @@ def beegfs_conf(settings: Mapping[str, Any], service: str) -> str:
     return str(_run("beegfs_conf", beegfs.service_conf_text, settings, service))
 
 
+def nvmet_config_json(config: Mapping[str, Any]) -> str:
+    """An NVMe-oF target's /etc/nvmet/config.json from plan.storage.nvmeof.targets.<host>.config."""
+    if not isinstance(config, Mapping):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.nvmet_config_json: input must be the plan's storage.nvmeof.targets.<host>.config"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nvmeof
+
+    return str(_run("nvmet_config_json", nvmeof.target_config_json, config))
+
+
+def grafana_provisioning(monitoring: Mapping[str, Any], kind: str) -> str:
+    """Grafana's datasource or dashboard provider provisioning file (YAML) from plan.monitoring."""
+    if not isinstance(monitoring, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.grafana_provisioning: input must be the plan's monitoring")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards
+
+    return str(_run("grafana_provisioning", dashboards.provisioning_yaml, monitoring, kind))
+
+
 # The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
 
 
@@ -513,4 +533,6 @@ class FilterModule:
             "nfs_mount_unit": nfs_mount_unit,
             "slurm_state_mount_unit": slurm_state_mount_unit,
             "beegfs_conf": beegfs_conf,
+            "nvmet_config_json": nvmet_config_json,
+            "grafana_provisioning": grafana_provisioning,
         }
