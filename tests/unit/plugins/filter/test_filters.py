@@ -93,6 +93,8 @@ def test_an_untagged_value_adds_no_file() -> None:
         ("nfs_mount_unit", ({"what": "a:/b"}, "nfs01")),
         ("slurm_state_mount_unit", (["what", "where"],)),
         ("beegfs_conf", ("not a mapping", "meta")),
+        ("nvmet_config_json", ("{}",)),
+        ("grafana_provisioning", (None, "datasource")),
     ],
 )
 def test_a_document_filter_refuses_what_is_not_the_plans_data(name: str, args: tuple[Any, ...]) -> None:
