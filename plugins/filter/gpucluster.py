@@ -440,6 +440,17 @@ def grafana_provisioning(monitoring: Mapping[str, Any], kind: str) -> str:
     return str(_run("grafana_provisioning", dashboards.provisioning_yaml, monitoring, kind))
 
 
+def lnet_conf(lnet: Mapping[str, Any]) -> str:
+    """The lnetctl import file (/etc/lnet.conf) from plan.storage.lustre.lnet or server_lnet."""
+    if not isinstance(lnet, Mapping) or "net" not in lnet or "interfaces" not in lnet:
+        raise AnsibleFilterError(
+            "gpucluster.tiers.lnet_conf: input must be an LNet config of the plan (net, interfaces)"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+
+    return str(_run("lnet_conf", lustre.lnet_conf_yaml, lnet))
+
+
 # The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
 
 
@@ -535,4 +546,5 @@ class FilterModule:
             "beegfs_conf": beegfs_conf,
             "nvmet_config_json": nvmet_config_json,
             "grafana_provisioning": grafana_provisioning,
+            "lnet_conf": lnet_conf,
         }

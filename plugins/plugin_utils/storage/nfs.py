@@ -240,7 +240,6 @@ def nfs_plan(
         "server_address": server_address,
         "clients": cidr,
         "exports": exports,
-        "exports_text": "".join(e["exports_line"] + "\n" for e in exports),
         "server_directories": directories,
         "client_mounts": mounts,
         **({"links": links} if links else {}),

@@ -389,5 +389,5 @@ def test_commands_with_values_use_argv() -> None:
 def test_lnet_yaml_keeps_any_interface_name_a_string(ifname: str) -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
 
-    text = lustre.lnet_config(interfaces=[ifname])["lnet_conf_yaml"]
+    text = lustre.lnet_conf_yaml(lustre.lnet_config(interfaces=[ifname]))
     assert yaml.safe_load(text)["net"][0]["local NI(s)"][0]["interfaces"][0] == ifname

@@ -95,6 +95,7 @@ def test_an_untagged_value_adds_no_file() -> None:
         ("beegfs_conf", ("not a mapping", "meta")),
         ("nvmet_config_json", ("{}",)),
         ("grafana_provisioning", (None, "datasource")),
+        ("lnet_conf", ({"net": "o2ib0"},)),
     ],
 )
 def test_a_document_filter_refuses_what_is_not_the_plans_data(name: str, args: tuple[Any, ...]) -> None:

@@ -100,7 +100,9 @@ def test_tier2_exports_and_client_mounts() -> None:
     nfs = _plan("tier2")["storage"]["nfs"]
     assert nfs["server"] == "nfs01" and nfs["server_impl"] == "kernel" and nfs["service"] == "nfs-server"
     assert nfs["network"] == "storage" and nfs["server_address"] == "10.20.2.10" and nfs["clients"] == "10.20.2.0/24"
-    assert nfs["exports_text"] == "/export/shared 10.20.2.0/24(rw,sync,no_subtree_check,root_squash)\n"
+    assert [e["exports_line"] for e in nfs["exports"]] == [
+        "/export/shared 10.20.2.0/24(rw,sync,no_subtree_check,root_squash)"
+    ]
     assert nfs["server_directories"] == [
         {"path": "/export/shared/checkpoints", "mode": "1777"},
         {"path": "/export/shared/datasets", "mode": "1777"},
