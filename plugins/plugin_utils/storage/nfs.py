@@ -163,7 +163,8 @@ def nfs_plan(
     field: str = "gpucluster_storage.nfs",
     links: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Server, exports (kernel /etc/exports text and ganesha blocks' data) and client mount units;
+    """Server, exports (the kernel /etc/exports lines and ganesha blocks' data) and client mounts (their
+    units are rendered by mount_unit_text);
     ``links`` (nfs_links) sets the protocol of the mounts and rides along in the plan."""
     client_options = RDMA_CLIENT_OPTIONS if links and links["proto"] == "rdma" else CLIENT_OPTIONS
     require(bool(servers), "groups.nfs_server", servers, "one host in group nfs_server when storage is nfs")
