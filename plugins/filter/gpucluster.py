@@ -386,6 +386,78 @@ def prometheus_rule_tests(tests: Mapping[str, Any]) -> str:
     return str(_run("prometheus_rule_tests", alerts.rule_tests_yaml, tests))
 
 
+def nccl_conf_text(conf: Mapping[str, Any]) -> str:
+    """/etc/nccl.conf from the plan's NCCL keys (plan.nccl.conf)."""
+    if not isinstance(conf, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.nccl_conf_text: input must be the plan's nccl.conf (a mapping)")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import nccl
+
+    return str(_run("nccl_conf_text", nccl.nccl_conf_text, conf))
+
+
+def _mount(name: str, mount: Any) -> Mapping[str, Any]:
+    keys = ("what", "where", "type", "options")
+    if not isinstance(mount, Mapping) or any(k not in mount for k in keys):
+        raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be a mount of the plan ({', '.join(keys)})")
+    return mount
+
+
+def nfs_mount_unit(mount: Mapping[str, Any], server: str) -> str:
+    """An NFS client's systemd mount unit from one of plan.storage.nfs.client_mounts and the NFS server's name."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nfs
+
+    return str(_run("nfs_mount_unit", nfs.mount_unit_text, _mount("nfs_mount_unit", mount), str(server)))
+
+
+def slurm_state_mount_unit(mount: Mapping[str, Any]) -> str:
+    """The controllers' systemd mount unit of Slurm's StateSaveLocation from plan.slurm.ha.state_save_mount."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import ha
+
+    return str(_run("slurm_state_mount_unit", ha.state_mount_unit_text, _mount("slurm_state_mount_unit", mount)))
+
+
+def beegfs_conf(settings: Mapping[str, Any], service: str) -> str:
+    """A BeeGFS service's configuration file from plan.storage.beegfs.settings.<service>."""
+    if not isinstance(settings, Mapping):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.beegfs_conf: input must be the plan's storage.beegfs.settings.<service>"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import beegfs
+
+    return str(_run("beegfs_conf", beegfs.service_conf_text, settings, service))
+
+
+def nvmet_config_json(config: Mapping[str, Any]) -> str:
+    """An NVMe-oF target's /etc/nvmet/config.json from plan.storage.nvmeof.targets.<host>.config."""
+    if not isinstance(config, Mapping):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.nvmet_config_json: input must be the plan's storage.nvmeof.targets.<host>.config"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nvmeof
+
+    return str(_run("nvmet_config_json", nvmeof.target_config_json, config))
+
+
+def grafana_provisioning(monitoring: Mapping[str, Any], kind: str) -> str:
+    """Grafana's datasource or dashboard provider provisioning file (YAML) from plan.monitoring."""
+    if not isinstance(monitoring, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.grafana_provisioning: input must be the plan's monitoring")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards
+
+    return str(_run("grafana_provisioning", dashboards.provisioning_yaml, monitoring, kind))
+
+
+def lnet_conf(lnet: Mapping[str, Any]) -> str:
+    """The lnetctl import file (/etc/lnet.conf) from plan.storage.lustre.lnet or server_lnet."""
+    if not isinstance(lnet, Mapping) or "net" not in lnet or "interfaces" not in lnet:
+        raise AnsibleFilterError(
+            "gpucluster.tiers.lnet_conf: input must be an LNet config of the plan (net, interfaces)"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+
+    return str(_run("lnet_conf", lustre.lnet_conf_yaml, lnet))
+
+
 # The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
 
 
@@ -475,4 +547,11 @@ class FilterModule:
             "grafana_dashboard": grafana_dashboard,
             "prometheus_rules": prometheus_rules,
             "prometheus_rule_tests": prometheus_rule_tests,
+            "nccl_conf_text": nccl_conf_text,
+            "nfs_mount_unit": nfs_mount_unit,
+            "slurm_state_mount_unit": slurm_state_mount_unit,
+            "beegfs_conf": beegfs_conf,
+            "nvmet_config_json": nvmet_config_json,
+            "grafana_provisioning": grafana_provisioning,
+            "lnet_conf": lnet_conf,
         }

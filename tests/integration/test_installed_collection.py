@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_conf_text
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
@@ -194,7 +196,8 @@ def test_the_plan_playbook_by_fqcn_writes_under_the_current_directory(installed:
     assert plan["cluster"]["name"] == "tier2"
     for name in ("plan.sha256", "report.md", "report.html", "fabric.dot", "power.svg"):
         assert (out / name).is_file(), name
-    assert (out / "hosts" / "compute01" / "etc" / "nccl.conf").read_text() == plan["nccl"]["conf_text"]
+    nccl = (out / "hosts" / "compute01" / "etc" / "nccl.conf").read_text()
+    assert nccl == nccl_conf_text(plan["nccl"]["conf"])  # rendered from the keys plan.json holds
     assert _snapshot(installed["path"]) == before, "the plan playbook wrote inside the installed collection"
     assert not (installed["coll"] / "ansible_collections" / GALAXY["namespace"] / "build").exists()
 

@@ -96,12 +96,32 @@ def nccl_conf(
     return conf
 
 
+#: The order of /etc/nccl.conf's keys (the order nccl_conf sets them); a key not named here follows, by name.
+CONF_ORDER: tuple[str, ...] = (
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_NTHREADS",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_CROSS_NIC",
+    "NCCL_IB_TC",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_SL",
+    "NCCL_IB_TIMEOUT",
+    "NCCL_TOPO_FILE",
+    "NCCL_DEBUG",
+)
+
+
 def nccl_conf_text(conf: dict[str, str]) -> str:
+    """/etc/nccl.conf from the plan's ``nccl.conf`` (KEY -> VALUE), keys in :data:`CONF_ORDER` whatever
+    the mapping's order (a plan read back from plan.json, keys sorted, renders the same bytes)."""
+    rank = {key: i for i, key in enumerate(CONF_ORDER)}
     lines = [
         "# Managed by gpucluster.tiers: NCCL defaults for every job on this node.",
         "# A job's own environment wins over this file (NCCL never overrides a set variable).",
     ]
-    lines += [f"{k}={v}" for k, v in conf.items()]
+    lines += [f"{k}={conf[k]}" for k in sorted(conf, key=lambda k: (rank.get(k, len(rank)), k))]
     return "\n".join(lines) + "\n"
 
 

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
     COOLANT_METRICS,
     FLOW,
@@ -529,30 +530,31 @@ def _panel_data(panel: Panel) -> dict[str, Any]:
     return data
 
 
-def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """The head's Grafana provisioning: datasource and dashboard provider YAML, one JSON per dashboard."""
-    import yaml  # PyYAML ships with ansible-core
-
-    mon = plan["monitoring"]
-    url = f"http://{mon['address']}:{mon['prometheus_port']}"
-    # https://grafana.com/docs/grafana/latest/administration/provisioning/#data-sources
-    datasources = {
-        "apiVersion": 1,
-        "datasources": [
-            {
-                "name": DATASOURCE_NAME,
-                "uid": DATASOURCE_UID,
-                "type": "prometheus",
-                "access": "proxy",
-                "url": url,
-                "isDefault": True,
-                "editable": False,
-                "jsonData": {"timeInterval": mon["scrape_interval"]},
-            }
-        ],
-    }
+def provisioning(monitoring: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """Grafana's provisioning file of ``kind`` (``datasource``: the head's Prometheus; ``provider``: the
+    plan's dashboards folder) from the plan's ``monitoring`` section (address, prometheus_port,
+    scrape_interval)."""
+    if kind == "datasource":
+        url = f"http://{monitoring['address']}:{monitoring['prometheus_port']}"
+        # https://grafana.com/docs/grafana/latest/administration/provisioning/#data-sources
+        return {
+            "apiVersion": 1,
+            "datasources": [
+                {
+                    "name": DATASOURCE_NAME,
+                    "uid": DATASOURCE_UID,
+                    "type": "prometheus",
+                    "access": "proxy",
+                    "url": url,
+                    "isDefault": True,
+                    "editable": False,
+                    "jsonData": {"timeInterval": monitoring["scrape_interval"]},
+                }
+            ],
+        }
+    check_choice(kind, "kind", ("datasource", "provider"))
     # https://grafana.com/docs/grafana/latest/administration/provisioning/#dashboards
-    providers = {
+    return {
         "apiVersion": 1,
         "providers": [
             {
@@ -567,6 +569,21 @@ def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
             }
         ],
     }
+
+
+def provisioning_yaml(monitoring: Mapping[str, Any], kind: str) -> str:
+    """:func:`provisioning` as YAML, keys in Grafana's documented order: rendered on the way to the head
+    (filter gpucluster.tiers.grafana_provisioning), not stored in the plan."""
+    import yaml  # PyYAML ships with ansible-core
+
+    return str(yaml.safe_dump(provisioning(monitoring, kind), sort_keys=False, width=1000))
+
+
+def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The head's Grafana: the datasource, the dashboards' folder and each dashboard's data (the
+    provisioning files and the dashboards' JSON are rendered from them by filters)."""
+    mon = plan["monitoring"]
+    url = f"http://{mon['address']}:{mon['prometheus_port']}"
     # the dashboards' data (queries, thresholds, texts); the head role's templates render the JSON
     # (filter grafana_dashboard -> dashboard_model): the plan stores no rendered dashboard
     boards = {
@@ -580,9 +597,6 @@ def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
         for key, panels in dashboard_panels(plan).items()
     }
 
-    def dump(data: dict[str, Any]) -> str:
-        return yaml.safe_dump(data, sort_keys=False, width=1000)
-
     return {
         "port": GRAFANA_PORT,
         # Grafana answers on the head's management address only, like Prometheus and Alertmanager
@@ -590,8 +604,6 @@ def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
         # setup-grafana/configure-grafana/#override-configuration-with-environment-variables)
         "http_addr": mon["address"],
         "datasource": {"name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "url": url},
-        "datasource_yaml": dump(datasources),
-        "provider_yaml": dump(providers),
         "dashboard_dir": DASHBOARD_DIR,
         "dashboards": boards,
         "metrics": metric_catalogue(plan),

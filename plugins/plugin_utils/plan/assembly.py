@@ -344,7 +344,6 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
         return {
             "enabled": False,
             "conf": {},
-            "conf_text": "",
             "topology": choice,
             "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
             "topology_xml": "",
@@ -388,7 +387,6 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
     return {
         "enabled": True,
         "conf": conf,
-        "conf_text": nccl.nccl_conf_text(conf),
         "topology": choice,
         "topology_reason": reason,
         "topology_xml": xml,

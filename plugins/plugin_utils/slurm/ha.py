@@ -107,8 +107,13 @@ class StateMount:
             **asdict(self),
             "unit_name": self.unit_name,
             "unit_path": f"/etc/systemd/system/{self.unit_name}",
-            "unit_text": self.unit_text(),
         }
+
+
+def state_mount_unit_text(mount: dict[str, Any]) -> str:
+    """The systemd mount unit of the plan's ``slurm.ha.state_save_mount`` (what, where, type, options):
+    rendered on the way to the controllers (filter gpucluster.tiers.slurm_state_mount_unit), not stored."""
+    return StateMount(str(mount["what"]), str(mount["where"]), str(mount["type"]), str(mount["options"])).unit_text()
 
 
 def controllers(primary: str, backups: list[str], addresses: dict[str, Any]) -> list[Controller]:

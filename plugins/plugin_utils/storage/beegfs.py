@@ -120,6 +120,43 @@ def conf_text(settings: dict[str, Any], what: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Each service's configuration file: what its header names, and its keys' order (the order beegfs_plan
+#: sets them); a key not named follows, by name. The plan stores the settings (``storage.beegfs.settings``),
+#: the files are rendered on the way to the hosts (filter gpucluster.tiers.beegfs_conf).
+SERVICE_CONF: dict[str, tuple[str, tuple[str, ...]]] = {
+    "mgmtd": (
+        "BeeGFS management service",
+        ("storeMgmtdDirectory", "storeAllowFirstRunInit", "connAuthFile", "connInterfacesFile",
+         "connMgmtdPortTCP", "connMgmtdPortUDP", "tuneNumWorkers"),
+    ),
+    "meta": (
+        "BeeGFS metadata service",
+        ("sysMgmtdHost", "connAuthFile", "connInterfacesFile", "connMgmtdPortTCP", "connMgmtdPortUDP",
+         "connUseRDMA", "storeMetaDirectory", "storeAllowFirstRunInit", "tuneNumWorkers"),
+    ),
+    "storage": (
+        "BeeGFS storage service",
+        ("sysMgmtdHost", "connAuthFile", "connInterfacesFile", "connMgmtdPortTCP", "connMgmtdPortUDP",
+         "connUseRDMA", "storeStorageDirectory", "storeAllowFirstRunInit", "tuneNumWorkers"),
+    ),
+    "client": (
+        "BeeGFS client",
+        ("sysMgmtdHost", "connAuthFile", "connMgmtdPort", "connInterfacesFile", "connRDMAInterfacesFile",
+         "connUseRDMA"),
+    ),
+}  # fmt: skip
+
+
+def service_conf_text(settings: dict[str, Any], service: str) -> str:
+    """The configuration file of a BeeGFS ``service`` (mgmtd, meta, storage, client) from its settings
+    (the plan's ``storage.beegfs.settings.<service>``), keys in :data:`SERVICE_CONF`'s order whatever
+    the mapping's order (a plan read back from plan.json, keys sorted, renders the same bytes)."""
+    what, order = SERVICE_CONF[check_choice(service, "service", sorted(SERVICE_CONF))]
+    rank = {key: i for i, key in enumerate(order)}
+    ordered = {k: settings[k] for k in sorted(settings, key=lambda k: (rank.get(k, len(rank)), k))}
+    return conf_text(ordered, what)
+
+
 def _workers(bg: dict[str, Any], field: str) -> dict[str, int]:
     given = bg.get("tune_num_workers") or {}
     require(isinstance(given, dict), f"{field}.tune_num_workers", given, "a mapping {mgmtd, meta, storage}")
@@ -226,10 +263,6 @@ def beegfs_plan(
         "files": dict(FILES),
         "ports": dict(PORTS),
         "conf": {
-            "mgmtd": conf_text(mgmtd_conf, "BeeGFS management service"),
-            "meta": conf_text(meta_conf, "BeeGFS metadata service"),
-            "storage": conf_text(storage_conf, "BeeGFS storage service"),
-            "client": conf_text(client_conf, "BeeGFS client"),
             "mounts": f"{mount_point} {FILES['client']}\n",
             "server_interfaces": "".join(i + "\n" for i in server_ifaces),
             "client_interfaces": "".join(i + "\n" for i in client_interfaces),

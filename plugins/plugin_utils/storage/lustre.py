@@ -168,12 +168,18 @@ def lnet_config(
     if not interfaces or not all(interfaces):
         raise PlanError("gpucluster_node.nics", interfaces, "at least one storage (or compute) NIC for LNet")
     ifaces = ",".join(interfaces)
-    yaml_lines = ["net:", f"    - net type: {net}", "      local NI(s):"]
-    for iface in interfaces:
-        yaml_lines += ["        - interfaces:", f"              0: {_yaml_str(iface)}"]
     return {
         "net": net,
         "interfaces": list(interfaces),
         "modprobe": f'options lnet networks="{net}({ifaces})"',
-        "lnet_conf_yaml": "\n".join(yaml_lines) + "\n",
     }
+
+
+def lnet_conf_yaml(lnet: dict[str, Any]) -> str:
+    """The lnetctl import file (/etc/lnet.conf) of an LNet config of the plan (``net``, ``interfaces``:
+    storage.lustre.lnet or server_lnet) [L6]: rendered on the way to the host (filter
+    gpucluster.tiers.lnet_conf), not stored in the plan."""
+    yaml_lines = ["net:", f"    - net type: {lnet['net']}", "      local NI(s):"]
+    for iface in lnet["interfaces"]:
+        yaml_lines += ["        - interfaces:", f"              0: {_yaml_str(iface)}"]
+    return "\n".join(yaml_lines) + "\n"

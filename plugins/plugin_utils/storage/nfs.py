@@ -163,7 +163,8 @@ def nfs_plan(
     field: str = "gpucluster_storage.nfs",
     links: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Server, exports (kernel /etc/exports text and ganesha blocks' data) and client mount units;
+    """Server, exports (the kernel /etc/exports lines and ganesha blocks' data) and client mounts (their
+    units are rendered by mount_unit_text);
     ``links`` (nfs_links) sets the protocol of the mounts and rides along in the plan."""
     client_options = RDMA_CLIENT_OPTIONS if links and links["proto"] == "rdma" else CLIENT_OPTIONS
     require(bool(servers), "groups.nfs_server", servers, "one host in group nfs_server when storage is nfs")
@@ -228,7 +229,6 @@ def nfs_plan(
                 "unit_path": f"/etc/systemd/system/{unit}",
             }
         )
-        mounts[-1]["unit_text"] = _mount_unit(mounts[-1], server)
     for root in (e["mount_point"] for e in exports):
         for other in (e["mount_point"] for e in exports):
             if root != other and _under(other, root) is not None:
@@ -241,14 +241,16 @@ def nfs_plan(
         "server_address": server_address,
         "clients": cidr,
         "exports": exports,
-        "exports_text": "".join(e["exports_line"] + "\n" for e in exports),
         "server_directories": directories,
         "client_mounts": mounts,
         **({"links": links} if links else {}),
     }
 
 
-def _mount_unit(mount: dict[str, Any], server: str) -> str:
+def mount_unit_text(mount: dict[str, Any], server: str) -> str:
+    """The systemd mount unit of one of the plan's ``storage.nfs.client_mounts`` (what, where, type,
+    options) from NFS server ``server``: rendered on the way to the clients (filter
+    gpucluster.tiers.nfs_mount_unit), not stored in the plan."""
     return (
         "# Planned by gpucluster.tiers: NFS client mount of the cluster's shared storage.\n"
         "[Unit]\n"

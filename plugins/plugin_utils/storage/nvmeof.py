@@ -158,6 +158,12 @@ def target_config(
     return {"hosts": [{"nqn": nqns["hosts"][c]} for c in clients], "subsystems": subsystems, "ports": [port]}
 
 
+def target_config_json(config: dict[str, Any]) -> str:
+    """/etc/nvmet/config.json of a target from the plan's ``storage.nvmeof.targets.<host>.config`` (nvmetcli's
+    JSON, keys sorted): rendered on the way to the target (filter gpucluster.tiers.nvmet_config_json)."""
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
 def discovery_line(transport: str, address: str, trsvcid: int, nr_io_queues: int, ctrl_loss_tmo: int) -> str:
     """One ``/etc/nvme/discovery.conf`` line: the options of ``nvme connect-all`` for one target [V2]."""
     return (
@@ -248,7 +254,6 @@ def nvmeof_plan(
             t: {
                 "address": str(target_addr[t]),
                 "config": configs[t],
-                "config_json": json.dumps(configs[t], indent=2, sort_keys=True) + "\n",
                 "devices": sorted({s.device for s in slots if s.target == t}, key=list(devices).index),
             }
             for t in targets

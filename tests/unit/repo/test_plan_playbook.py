@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_conf_text
+
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
 
@@ -36,7 +38,7 @@ def test_make_plan_writes_the_three_outputs(tier: str, tmp_path: Path) -> None:
             assert (out / "hosts" / host / f["dest"].lstrip("/")).is_file(), (host, f["dest"])
     if plan["nccl"]["enabled"]:
         nccl = (out / "hosts" / "compute01" / "etc" / "nccl.conf").read_text()
-        assert nccl == plan["nccl"]["conf_text"]
+        assert nccl == nccl_conf_text(plan["nccl"]["conf"])  # rendered from the plan's keys
         assert "NCCL_IB_HCA==mlx5_0:1" in nccl
 
 

@@ -127,8 +127,13 @@ def test_the_planned_mount_units_go_where_the_plan_says() -> None:
         units = [f for files in plan["files"].values() for f in files if f["src"].endswith(".mount.j2")]
         assert units, (tier, kind)
         assert all(f["dest"] == f["unit"]["unit_path"] for f in units)
-    for src in ("compute/templates/nfs-client.mount.j2", "slurm/templates/slurm-state.mount.j2"):
-        assert (ROOT / "roles" / src).read_text() == "{{ item.unit.unit_text }}"  # the plan's text, byte for byte
+    # the units are rendered from the mount's data by the engine's function, not stored in the plan
+    assert (ROOT / "roles/compute/templates/nfs-client.mount.j2").read_text() == (
+        "{{ item.unit | gpucluster.tiers.nfs_mount_unit(gpucluster_plan.storage.nfs.server) }}"
+    )
+    assert (ROOT / "roles/slurm/templates/slurm-state.mount.j2").read_text() == (
+        "{{ item.unit | gpucluster.tiers.slurm_state_mount_unit }}"
+    )
 
 
 def test_the_written_files_are_read_from_the_shared_writers_result() -> None:

@@ -36,7 +36,7 @@ NTP = ["ntp-1.example.org", "2001:db8::1", "192.0.2.7"]
 PATH_CHARS = "a+b@c%d=e,f:g~h_"
 #: the roles whose templates this module reviews; the templates other modules own
 ROLES = ("common", "compute", "fabric", "storage", "head")
-# The mount units (nfs-client.mount.j2, slurm-state.mount.j2) print the engine's unit_text as is:
+# The mount units (nfs-client.mount.j2, slurm-state.mount.j2) print the engine's unit text as is:
 # its Description does not double a '%' of the mount path (storage/nfs.py, slurm/ha.py: an open
 # finding for their owners, the hosts got these bytes before the files were in the manifest too).
 NOT_REVIEWED = re.compile(r"^(nftables|gpucluster-nftables|grafana|nfs-client\.mount|slurm-state\.mount)")
@@ -389,5 +389,5 @@ def test_commands_with_values_use_argv() -> None:
 def test_lnet_yaml_keeps_any_interface_name_a_string(ifname: str) -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
 
-    text = lustre.lnet_config(interfaces=[ifname])["lnet_conf_yaml"]
+    text = lustre.lnet_conf_yaml(lustre.lnet_config(interfaces=[ifname]))
     assert yaml.safe_load(text)["net"][0]["local NI(s)"][0]["interfaces"][0] == ifname

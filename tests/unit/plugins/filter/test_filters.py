@@ -104,3 +104,45 @@ def test_an_untagged_value_adds_no_file() -> None:
 
     assert origin("gpucluster_node.gpu_model", [{"gpucluster_node": {"gpu_model": "x"}}]) == ""
     assert origin("gpucluster_tenants.teams[3].share", [{}]) == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("nccl_conf_text", ("not a mapping",)),
+        ("nfs_mount_unit", ({"what": "a:/b"}, "nfs01")),
+        ("slurm_state_mount_unit", (["what", "where"],)),
+        ("beegfs_conf", ("not a mapping", "meta")),
+        ("nvmet_config_json", ("{}",)),
+        ("grafana_provisioning", (None, "datasource")),
+        ("lnet_conf", ({"net": "o2ib0"},)),
+    ],
+)
+def test_a_document_filter_refuses_what_is_not_the_plans_data(name: str, args: tuple[Any, ...]) -> None:
+    with pytest.raises(AnsibleFilterError, match=f"gpucluster.tiers.{name}: input must be"):
+        FILTERS[name](*args)
+
+
+def test_beegfs_conf_names_the_services_it_knows() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"beegfs_conf: inventory field 'service': value 'helperd'.*mgmtd"):
+        FILTERS["beegfs_conf"]({}, "helperd")
+
+
+def test_the_document_filters_render_a_plan_read_back_from_json_byte_for_byte() -> None:
+    """plan.json sorts every mapping's keys: the filters give the files the plan's own order gives."""
+    from conftest import cluster_plan, load_inventory
+
+    for tier in ("tier2", "tier4"):
+        plan = cluster_plan(*load_inventory(tier))
+        sorted_plan = json.loads(json.dumps(plan, sort_keys=True))
+        assert FILTERS["nccl_conf_text"](sorted_plan["nccl"]["conf"]) == FILTERS["nccl_conf_text"](plan["nccl"]["conf"])
+        assert list(plan["nccl"]["conf"]) != sorted(plan["nccl"]["conf"])  # the order is the filter's, not the data's
+        text = FILTERS["nccl_conf_text"](plan["nccl"]["conf"])
+        assert text.splitlines()[2:] == [f"{k}={v}" for k, v in plan["nccl"]["conf"].items()]
+    tier2 = cluster_plan(*load_inventory("tier2"))
+    (mount,) = tier2["storage"]["nfs"]["client_mounts"]
+    unit = FILTERS["nfs_mount_unit"](mount, tier2["storage"]["nfs"]["server"])
+    assert "[Mount]\nWhat=10.20.2.10:/export/shared\nWhere=/shared\nType=nfs\n" in unit
+    tier4 = cluster_plan(*load_inventory("tier4"))
+    unit = FILTERS["slurm_state_mount_unit"](tier4["slurm"]["ha"]["state_save_mount"])
+    assert "Before=slurmctld.service\n" in unit and unit.endswith("WantedBy=remote-fs.target\n")

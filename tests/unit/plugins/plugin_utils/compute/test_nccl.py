@@ -95,7 +95,7 @@ def test_reference_tiers_write_no_topology_file(tier: str) -> None:
     nccl = plan["nccl"]
     assert nccl["enabled"] and nccl["topology"] == "detect"
     assert nccl["topo_file"] is None and nccl["topology_xml"] == ""
-    assert "NCCL_TOPO_FILE" not in nccl["conf"] and "NCCL_TOPO_FILE" not in nccl["conf_text"]
+    assert "NCCL_TOPO_FILE" not in nccl["conf"] and "NCCL_TOPO_FILE" not in nccl_conf_text(nccl["conf"])
     assert "sysfs" in nccl["topology_reason"] and "\n" not in nccl["topology_reason"]
     for host, files in plan["files"].items():
         assert NCCL_TOPO_FILE not in [f["dest"] for f in files], host
@@ -285,3 +285,20 @@ def test_xml_escapes_names() -> None:
     gpus[0]["nic"] = nics[0]["name"]
     root = ET.fromstring(nccl_topology_xml(gpus=gpus, nics=nics))
     assert 'mlx5_"0&' in [n.get("name") for n in root.iter("net")]
+
+
+def test_conf_text_orders_the_keys_itself() -> None:
+    """nccl.conf's lines follow CONF_ORDER whatever the mapping's order (plan.json sorts keys); an
+    unknown key comes last, by name."""
+    conf = nccl_conf(
+        fabric_type="roce", topology="rail_optimized", compute_hcas=["mlx5_0"], socket_ifname="eno1", nodes=300,
+        roce={"dscp": 26, "gid_index": 3},
+    )  # fmt: skip
+    text = nccl_conf_text(conf)
+    assert nccl_conf_text(dict(sorted(conf.items()))) == text
+    assert text.splitlines()[2:] == [f"{k}={v}" for k, v in conf.items()]
+    assert nccl_conf_text({"NCCL_ZZ": "1", "NCCL_AA": "2", "NCCL_DEBUG": "WARN"}).splitlines()[2:] == [
+        "NCCL_DEBUG=WARN",
+        "NCCL_AA=2",
+        "NCCL_ZZ=1",
+    ]

@@ -20,6 +20,7 @@ import yaml
 from conftest import TIERS, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import grafana_dashboard
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards as dash
 
 PROMTOOL = shutil.which("promtool")
@@ -117,10 +118,12 @@ def test_datasource_is_the_heads_prometheus(tier: str) -> None:
     grafana = plan["monitoring"]["grafana"]
     address = plan["hosts"][plan["cluster"]["head"]]["addresses"]["management"]
     url = f"http://{address}:{plan['monitoring']['prometheus_port']}"
-    (source,) = yaml.safe_load(grafana["datasource_yaml"])["datasources"]
+    assert "datasource_yaml" not in grafana and "provider_yaml" not in grafana  # rendered, not stored
+    (source,) = yaml.safe_load(dash.provisioning_yaml(plan["monitoring"], "datasource"))["datasources"]
     assert source["url"] == url == grafana["datasource"]["url"]
     assert source["uid"] == dash.DATASOURCE_UID and source["type"] == "prometheus"
-    (provider,) = yaml.safe_load(grafana["provider_yaml"])["providers"]
+    assert source["jsonData"]["timeInterval"] == plan["monitoring"]["scrape_interval"]
+    (provider,) = yaml.safe_load(dash.provisioning_yaml(plan["monitoring"], "provider"))["providers"]
     assert provider["options"]["path"] == dash.DASHBOARD_DIR
     for board in _boards(plan).values():
         for panel in board["panels"]:
@@ -249,3 +252,15 @@ def test_kubernetes_clusters_get_no_slurm_dashboard() -> None:
     plan["cluster"]["scheduler"] = "kubernetes"
     assert "slurm" not in dash.dashboard_panels(plan)
     assert not set(plan["monitoring"]["slurm_queue"]["metrics"]) & set(dash.metric_catalogue(plan))
+
+
+def test_the_provisioning_files_render_the_same_from_plan_json_and_refuse_an_unknown_kind() -> None:
+    plan = _plan("tier3")
+    read_back = json.loads(json.dumps(plan, sort_keys=True))
+    for kind in ("datasource", "provider"):
+        text = dash.provisioning_yaml(plan["monitoring"], kind)
+        assert dash.provisioning_yaml(read_back["monitoring"], kind) == text
+        assert text.startswith("apiVersion: 1\n")
+    with pytest.raises(PlanError) as err:
+        dash.provisioning_yaml(plan["monitoring"], "alerting")
+    assert err.value.field == "kind" and "datasource" in err.value.allowed

@@ -512,8 +512,8 @@ DRIFTS = {
     "temperature alert not the plan's": lambda p: p["monitoring"].update(
         rules=_replace_in(p["monitoring"]["rules"], "DCGM_FI_DEV_GPU_TEMP >= 87", "DCGM_FI_DEV_GPU_TEMP >= 92")
     ),
-    "nccl storage HCA": lambda p: p["nccl"].update(
-        conf_text=_replace(p["nccl"]["conf_text"], "mlx5_7:1", "mlx5_7:1,mlx5_8:1")
+    "nccl storage HCA": lambda p: p["nccl"]["conf"].update(
+        NCCL_IB_HCA=_replace(p["nccl"]["conf"]["NCCL_IB_HCA"], "mlx5_7:1", "mlx5_7:1,mlx5_8:1")
     ),
     "gres one GPU short": lambda p: p["slurm"].update(
         gres_conf_lines=_swap(p["slurm"]["gres_conf_lines"], "nvidia[4-7]", "nvidia[4-6]")

@@ -51,8 +51,10 @@ def test_a_backup_comes_after_the_primary_with_shared_state() -> None:
     mount = plan["state_save_mount"]
     assert mount["where"] == "/var/spool/slurmctld" and mount["options"] == "rw,hard,proto=tcp,vers=4.2"
     assert mount["unit_name"] == "var-spool-slurmctld.mount"
-    assert "What=filer:/export/slurm\nWhere=/var/spool/slurmctld\nType=nfs\n" in mount["unit_text"]
-    assert "Before=slurmctld.service" in mount["unit_text"]
+    assert "unit_text" not in mount  # the plan is data: the unit is rendered on the way to the controllers
+    unit = ha.state_mount_unit_text(mount)
+    assert "What=filer:/export/slurm\nWhere=/var/spool/slurmctld\nType=nfs\n" in unit
+    assert "Before=slurmctld.service" in unit
     assert plan["slurmctld_timeout_s"] == 60
     # the takeover hook holds GPU nodes for 1.5 x SlurmctldTimeout (a slurmd's retries) + 30 s
     assert plan["primary_on"] == {

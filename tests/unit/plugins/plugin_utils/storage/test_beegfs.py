@@ -26,6 +26,11 @@ def _plan(site_change: dict[str, Any] | None = None, **change: Any) -> dict[str,
     return cluster_plan(site, groups)
 
 
+def _conf(bg: dict[str, Any], service: str) -> str:
+    """A service's configuration file, rendered from the plan's settings as the roles render it."""
+    return beegfs.service_conf_text(bg["settings"][service], service)
+
+
 def _keys(text: str) -> dict[str, str]:
     """A BeeGFS config file as {key: value} (every non-comment line is 'key = value')."""
     out = {}
@@ -73,7 +78,7 @@ def test_a_chunk_size_that_is_no_power_of_two_is_refused() -> None:
 
 def test_service_configs_name_the_management_host_directories_and_secret() -> None:
     bg = _plan()["storage"]["beegfs"]
-    mgmtd, meta, storage, client = (_keys(bg["conf"][k]) for k in ("mgmtd", "meta", "storage", "client"))
+    mgmtd, meta, storage, client = (_keys(_conf(bg, k)) for k in ("mgmtd", "meta", "storage", "client"))
     assert mgmtd["storeMgmtdDirectory"] == "/data/beegfs/mgmtd" and mgmtd["tuneNumWorkers"] == "4"
     for conf in (meta, storage, client):
         assert conf["sysMgmtdHost"] == "10.30.2.10"  # meta01 on the storage network
@@ -88,9 +93,9 @@ def test_service_configs_name_the_management_host_directories_and_secret() -> No
 
 def test_tcp_fabric_means_no_rdma_and_workers_follow_the_inventory() -> None:
     bg = _plan(rdma=False, tune_num_workers={"storage": 24})["storage"]["beegfs"]
-    client = _keys(bg["conf"]["client"])
+    client = _keys(_conf(bg, "client"))
     assert client["connUseRDMA"] == "false" and client["connRDMAInterfacesFile"] == ""
-    assert _keys(bg["conf"]["storage"])["tuneNumWorkers"] == "24"
+    assert _keys(_conf(bg, "storage"))["tuneNumWorkers"] == "24"
     assert bg["conf"]["rdma_interfaces"] == ""
 
 
@@ -110,3 +115,21 @@ def test_the_files_go_to_each_service_and_the_clients() -> None:
     assert client <= dests["compute01"] and not client & dests["head01"]
     tier3 = cluster_plan(*load_inventory("tier3"))
     assert not any(f["dest"].startswith("/etc/beegfs") for fs in tier3["files"].values() for f in fs)
+
+
+@pytest.mark.parametrize("service", ["mgmtd", "meta", "storage", "client"])
+def test_a_conf_file_is_rendered_from_the_settings_in_its_own_key_order(service: str) -> None:
+    """The plan stores the settings, not the file; plan.json's sorted keys render the same bytes."""
+    bg = _plan()["storage"]["beegfs"]
+    assert set(bg["conf"]) == {"mounts", "server_interfaces", "client_interfaces", "rdma_interfaces"}
+    settings = bg["settings"][service]
+    text = beegfs.service_conf_text(settings, service)
+    assert text == beegfs.conf_text(settings, beegfs.SERVICE_CONF[service][0])  # the engine's order
+    assert beegfs.service_conf_text(dict(sorted(settings.items())), service) == text
+    assert list(settings) == [k for k in beegfs.SERVICE_CONF[service][1] if k in settings]
+
+
+def test_a_conf_file_of_an_unknown_service_is_refused() -> None:
+    with pytest.raises(PlanError) as err:
+        beegfs.service_conf_text({}, "helperd")
+    assert err.value.field == "service" and "mgmtd" in str(err.value)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre import (
     lctl_set_param_commands,
+    lnet_conf_yaml,
     lnet_config,
     lustre_client_tunables,
     lustre_layouts,
@@ -74,6 +75,7 @@ def test_lnet() -> None:
     """dossier 4.6: options lnet networks="o2ib0(ib0,...)"."""
     cfg = lnet_config(interfaces=["ibp41s0f0", "ibp170s0f0"])
     assert cfg["modprobe"] == 'options lnet networks="o2ib0(ibp41s0f0,ibp170s0f0)"'
-    assert "net type: o2ib0" in cfg["lnet_conf_yaml"]
+    assert "lnet_conf_yaml" not in cfg  # the plan is data: the file is rendered on the way to the host
+    assert "net type: o2ib0" in lnet_conf_yaml(cfg)
     with pytest.raises(PlanError, match=r"lnet_net"):
         lnet_config(interfaces=["ib0"], net="ethernet")

@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nfs as nfs_mount
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import lustre_targets, target_name
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
@@ -99,7 +100,9 @@ def test_tier2_exports_and_client_mounts() -> None:
     nfs = _plan("tier2")["storage"]["nfs"]
     assert nfs["server"] == "nfs01" and nfs["server_impl"] == "kernel" and nfs["service"] == "nfs-server"
     assert nfs["network"] == "storage" and nfs["server_address"] == "10.20.2.10" and nfs["clients"] == "10.20.2.0/24"
-    assert nfs["exports_text"] == "/export/shared 10.20.2.0/24(rw,sync,no_subtree_check,root_squash)\n"
+    assert [e["exports_line"] for e in nfs["exports"]] == [
+        "/export/shared 10.20.2.0/24(rw,sync,no_subtree_check,root_squash)"
+    ]
     assert nfs["server_directories"] == [
         {"path": "/export/shared/checkpoints", "mode": "1777"},
         {"path": "/export/shared/datasets", "mode": "1777"},
@@ -107,9 +110,12 @@ def test_tier2_exports_and_client_mounts() -> None:
     ]
     (mount,) = nfs["client_mounts"]
     assert mount["unit_name"] == "shared.mount" and mount["unit_path"] == "/etc/systemd/system/shared.mount"
-    assert "What=10.20.2.10:/export/shared\nWhere=/shared\nType=nfs\n" in mount["unit_text"]
-    assert "Options=rw,hard,proto=tcp,vers=4.2,nconnect=8\n" in mount["unit_text"]
-    assert mount["unit_text"].endswith("[Install]\nWantedBy=remote-fs.target\n")
+    assert "unit_text" not in mount  # the plan is data: the unit is rendered on the way to the clients
+    unit = nfs_mount.mount_unit_text(mount, nfs["server"])
+    assert "Description=Shared storage /shared from nfs01\n" in unit
+    assert "What=10.20.2.10:/export/shared\nWhere=/shared\nType=nfs\n" in unit
+    assert "Options=rw,hard,proto=tcp,vers=4.2,nconnect=8\n" in unit
+    assert unit.endswith("[Install]\nWantedBy=remote-fs.target\n")
 
 
 def test_lab_uses_ganesha_on_the_planned_storage_network() -> None:
