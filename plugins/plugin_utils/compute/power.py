@@ -163,7 +163,7 @@ def decide_power_limit(
 
 def power_budget(**kwargs: Any) -> dict[str, Any]:
     """The plan's power section (:func:`power_plan`'s first half): the filter power_budget returns it."""
-    return power_plan(**kwargs)[0]
+    return power_plan(**kwargs)[0]  # pylint: disable=missing-kwoa  # power_plan's keywords, passed through
 
 
 def power_plan(
