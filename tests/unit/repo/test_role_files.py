@@ -129,7 +129,7 @@ def test_the_planned_mount_units_go_where_the_plan_says() -> None:
         assert all(f["dest"] == f["unit"]["unit_path"] for f in units)
     # the units are rendered from the mount's data by the engine's function, not stored in the plan
     assert (ROOT / "roles/compute/templates/nfs-client.mount.j2").read_text() == (
-        "{{ item.unit | gpucluster.tiers.nfs_mount_unit(gpucluster_plan.storage.nfs.server) }}"
+        "{{ item.unit | gpucluster.tiers.nfs_mount_unit(gpucluster_host_plan.storage.nfs.server) }}"
     )
     assert (ROOT / "roles/slurm/templates/slurm-state.mount.j2").read_text() == (
         "{{ item.unit | gpucluster.tiers.slurm_state_mount_unit }}"
