@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
+import shutil
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +18,25 @@ from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: ibsim and the real infiniband-diags tools (Debian ibsim-utils, infiniband-diags, opensm): the fabric tests' lab
+HAVE_IBSIM = all(shutil.which(t) for t in ("ibsim", "ibnetdiscover", "opensm")) and os.path.exists(
+    "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+)
+needs_ibsim = pytest.mark.skipif(
+    not HAVE_IBSIM, reason="ibsim, ibnetdiscover, opensm or libumad2sim not installed (ibsim-utils, infiniband-diags)"
+)
+
+
+def lab_runner() -> Any:
+    """tools/lab/ibsim_check.py as a module (a lab tool, not part of the collection)."""
+    spec = importlib.util.spec_from_file_location("ibsim_check", ROOT / "tools" / "lab" / "ibsim_check.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 TIERS = ("tier1", "tier2", "tier3", "tier4")
 
 # Shared by the block_guard (module_utils) and block_device_guard (module) tests: the local NVMe

@@ -10,16 +10,14 @@ plan at 4x HDR. Cabling faults are made here, in the tests, never by product cod
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, load_inventory
+from conftest import HAVE_IBSIM, ROOT, lab_runner, load_inventory, needs_ibsim
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 
@@ -37,14 +35,6 @@ KINDS = (
     "slow_links",
 )
 
-HAVE_IBSIM = all(shutil.which(t) for t in ("ibsim", "ibnetdiscover", "opensm")) and os.path.exists(
-    "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-)
-
-needs_ibsim = pytest.mark.skipif(
-    not HAVE_IBSIM, reason="ibsim, ibnetdiscover, opensm or libumad2sim not installed (ibsim-utils, infiniband-diags)"
-)
-
 _PLANS: dict[str, dict[str, Any]] = {}
 
 
@@ -58,14 +48,6 @@ def fabric(tier: str, *, sm_ports: bool = True) -> dict[str, Any]:
         out["cabling"].pop("sm_links", None)
         out["cabling"].pop("sm_hcas", None)
     return out
-
-
-def lab_runner() -> Any:
-    spec = importlib.util.spec_from_file_location("ibsim_check", ROOT / "tools" / "lab" / "ibsim_check.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def only(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:

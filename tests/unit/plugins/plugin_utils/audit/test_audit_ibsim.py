@@ -10,35 +10,19 @@ Skipped only where ibsim is not installed (ibsim-utils, infiniband-diags)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from conftest import ROOT
+from conftest import lab_runner, needs_ibsim
 from test_engine import collected, plan_of
 
 from ansible_collections.gpucluster.tiers.plugins.modules import fabric_check
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
-
-UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-needs_ibsim = pytest.mark.skipif(
-    not (all(shutil.which(t) for t in ("ibsim", "ibnetdiscover", "opensm")) and os.path.exists(UMAD2SIM)),
-    reason="ibsim, ibnetdiscover, opensm or libumad2sim not installed (ibsim-utils, infiniband-diags)",
-)
-
-
-def lab_runner() -> Any:
-    spec = importlib.util.spec_from_file_location("ibsim_check", ROOT / "tools" / "lab" / "ibsim_check.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def move_cable(cabling: dict[str, Any], host: str, rail: int, leaf: str, port: int) -> dict[str, Any]:
