@@ -72,6 +72,7 @@ def test_a_backup_comes_after_the_primary_with_shared_state() -> None:
         "standby_restart": {
             "unit": "gpucluster-slurmctld-standby",
             "request": "/var/lib/gpucluster/slurmctld/restart-request",
+            "in_control": "/var/lib/gpucluster/slurmctld/in-control",
         },
     }
 
@@ -171,6 +172,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/etc/systemd/system/var-spool-slurmctld.mount",  # the planned mount unit (each: slurm_state_mount)
         "/etc/slurm/gpucluster-primary-on.json",
+        "/usr/local/sbin/gpucluster-slurmctld-primary-off",  # SlurmctldPrimaryOffProg, a shell wrapper
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
         "/etc/systemd/system/gpucluster-slurmctld-standby.service",
     }
@@ -178,6 +180,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
     controller = {
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/etc/slurm/gpucluster-primary-on.json",
+        "/usr/local/sbin/gpucluster-slurmctld-primary-off",  # SlurmctldPrimaryOffProg, a shell wrapper
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
         "/etc/systemd/system/gpucluster-slurmctld-standby.service",
     }

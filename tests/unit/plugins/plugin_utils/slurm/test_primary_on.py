@@ -141,6 +141,54 @@ def test_the_controller_not_answering_yet_is_asked_again(monkeypatch: pytest.Mon
     assert ctl.calls == []
 
 
+def test_a_node_slurmctld_cannot_drain_does_not_leave_the_others_unheld(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in the lab at a cold start: nodes never registered are in a state slurmctld refuses to drain
+    ("Invalid node state specified"); a refused list is drained node by node."""
+    monkeypatch.setattr(HOOK.syslog, "syslog", lambda *a: None)
+    ctl = _Controller([BEFORE, AFTER])
+    update = ctl.update
+
+    def refusing(*args: str) -> str:
+        if "State=DRAIN" in args and ("," in args[1] or args[1] == "NodeName=compute03"):
+            ctl.calls.append(args)
+            raise subprocess.CalledProcessError(1, "scontrol", stderr="Invalid node state specified")
+        return update(*args)
+
+    assert HOOK.hold(CFG, show=ctl.show, update=refusing, clock=ctl.clock) == []
+    held = [n for n in ALL if n not in ("compute02", "compute03")]
+    drains = [c[1].split("=")[1] for c in ctl.calls if "State=DRAIN" in c]
+    assert drains == [",".join([*held[:1], "compute03", *held[1:]])] + [*held[:1], "compute03", *held[1:]]
+    assert ("update", f"NodeName={','.join(held)}", "State=RESUME") in ctl.calls and ctl.drained == []
+
+
+def _off_wrapper(tmp_path: Path) -> Path:
+    """roles/slurm/templates/gpucluster-slurmctld-primary-off.j2 rendered with the state in ``tmp_path`` and the
+    hook replaced by a script that notes its arguments."""
+    import jinja2
+
+    hook = tmp_path / "hook"
+    hook.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/ran\n')
+    hook.chmod(0o755)
+    plan = {"slurm": {"ha": {"primary_on": {"program": str(hook),
+                                            "standby_restart": {"in_control": str(tmp_path / "in-control")}}}}}  # fmt: skip
+    source = (ROOT / "roles" / "slurm" / "templates" / "gpucluster-slurmctld-primary-off.j2").read_text()
+    wrapper = tmp_path / "primary-off"
+    wrapper.write_text(jinja2.Template(source, keep_trailing_newline=True).render(gpucluster_host_plan=plan))
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_the_off_program_starts_the_hook_only_on_a_backup_that_had_control(tmp_path: Path) -> None:
+    """SlurmctldPrimaryOffProg: slurmctld does not wait for it when it stops, so anywhere the hook has nothing
+    to do (the primary's stop, a backup's own start) the wrapper exits at once, without starting Python."""
+    wrapper = _off_wrapper(tmp_path)
+    assert subprocess.run([str(wrapper)], check=False).returncode == 0
+    assert not (tmp_path / "ran").exists()
+    (tmp_path / "in-control").write_text("4242\n")
+    assert subprocess.run([str(wrapper)], check=False).returncode == 0
+    assert (tmp_path / "ran").read_text() == "--mode off\n"
+
+
 def test_the_script_is_what_the_role_installs() -> None:
     tasks = (ROOT / "roles" / "slurm" / "tasks" / "ha.yml").read_text()
     assert "src: gpucluster-slurmctld-primary-on" in tasks
