@@ -312,3 +312,23 @@ def test_hostlist_examples() -> None:
     assert hostlist.compress(["compute03", "compute01", "compute02"]) == "compute[01-03]"
     assert hostlist.compress(["a1", "a3", "b2"]) == "a[1,3],b2"
     assert hostlist.expand("/dev/nvidia[0-3]") == [f"/dev/nvidia{i}" for i in range(4)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(1, 200), rails=st.integers(1, 4), radix=st.sampled_from([8, 16, 32, 64]))
+def test_the_topology_data_says_what_its_topology_conf_says(nodes: int, rails: int, radix: int) -> None:
+    """For any fat tree: every compute node is in exactly one switch of nodes, every switch of switches names
+    switches of the topology, and topology.conf (the filter's text) reads back as the same switches."""
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
+
+    hcas = [f"mlx5_{r}" for r in range(rails)]
+    try:
+        c = expected_cabling(topology="fat_tree", compute_hosts=computes(nodes), rail_hcas=hcas, switch_radix=radix)
+    except PlanError:
+        return  # a size the radix cannot reach (another test checks that message)
+    switches = slurm_topology(c)
+    planned = ibfabric.planned_topology(switches)
+    assert planned == ibfabric.parse_topology_conf(topology_conf_text(switches))
+    placed = [node for sw in planned.values() for node in sw["nodes"]]
+    assert sorted(placed) == sorted(computes(nodes))
+    assert all(set(sw["switches"]) <= set(planned) for sw in planned.values())
