@@ -458,6 +458,27 @@ def lnet_conf(lnet: Mapping[str, Any]) -> str:
     return str(_run("lnet_conf", lustre.lnet_conf_yaml, lnet))
 
 
+def nvme_discovery_conf(nvmeof: Mapping[str, Any]) -> str:
+    """The NVMe-oF initiators' /etc/nvme/discovery.conf from plan.storage.nvmeof (a line a target)."""
+    if not isinstance(nvmeof, Mapping):
+        raise AnsibleFilterError("gpucluster.tiers.nvme_discovery_conf: input must be the plan's storage.nvmeof")
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nvmeof as nvme
+
+    return str(_run("nvme_discovery_conf", nvme.discovery_conf_text, nvmeof))
+
+
+def slurm_topology_conf(switches: Any) -> str:
+    """Slurm's topology.conf from the plan's switches (plan.fabric.slurm_topology)."""
+    switches = plain(switches)
+    if not isinstance(switches, list):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.slurm_topology_conf: input must be the plan's fabric.slurm_topology (a list of switches)"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
+
+    return str(_run("slurm_topology_conf", cabling.topology_conf_text, switches))
+
+
 # The engine functions of the filters that take a mapping of arguments (_kwargs_filter), imported on first use.
 
 
@@ -554,4 +575,6 @@ class FilterModule:
             "nvmet_config_json": nvmet_config_json,
             "grafana_provisioning": grafana_provisioning,
             "lnet_conf": lnet_conf,
+            "slurm_topology_conf": slurm_topology_conf,
+            "nvme_discovery_conf": nvme_discovery_conf,
         }

@@ -236,6 +236,19 @@ def parse_topology_conf(text: str) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def planned_topology(switches: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """The plan's Slurm topology (``fabric.slurm_topology``: a switch each, with its ``nodes`` or
+    ``switches`` as a hostlist expression) as :func:`parse_topology_conf` reads topology.conf:
+    ``{switch: {"nodes": [...], "switches": [...]}}``."""
+    return {
+        sw["name"]: {
+            "nodes": sorted(hostlist.expand(sw["nodes"])) if sw.get("nodes") else [],
+            "switches": sorted(hostlist.expand(sw["switches"])) if sw.get("switches") else [],
+        }
+        for sw in switches
+    }
+
+
 def _split_desc(desc: str, hosts: set[str]) -> tuple[str, str] | None:
     """(host, hca) of an HCA description ``"<host> <hca>"``; a domain is dropped if planned short."""
     parts = desc.strip().rsplit(None, 1)
@@ -257,21 +270,22 @@ def compare(
     *,
     expected_rate: Any = None,
     expected_width: str | None = None,
-    topology_conf: str | None = None,
+    topology: list[dict[str, Any]] | None = None,
     ignore: list[str] | None = None,
 ) -> dict[str, Any]:
     """Every difference between the planned fabric and the discovered ports.
 
-    ``expected``: the plan's fabric dict (``cabling`` and ``topology_conf``) or the cabling.
+    ``expected``: the plan's fabric dict (``cabling`` and ``slurm_topology``) or the cabling.
     ``discovered``: ports from :func:`parse_ibnetdiscover_ports`, all subnets together.
     ``expected_rate`` (Gb/s, ``"HDR"`` or ``"4xHDR"``) overrides the planned link rate, e.g.
-    at HDR in the simulator; ``topology_conf`` defaults to the fabric dict's. Nodes whose
+    at HDR in the simulator; ``topology`` (Slurm's switches, as the plan's ``slurm_topology``)
+    defaults to the fabric dict's. Nodes whose
     description matches an ``ignore`` pattern (fnmatch) are left out on both sides.
     Returns lists per kind of difference, ``mismatches`` (one line each) and ``ok``.
     """
     cabling = cabling_of(expected)
-    if topology_conf is None and "cabling" in expected:
-        topology_conf = expected.get("topology_conf") or ""
+    if topology is None and "cabling" in expected:
+        topology = expected.get("slurm_topology") or []
     patterns = list(ignore or [])
 
     def ignored(desc: str) -> bool:
@@ -371,7 +385,7 @@ def compare(
     extra_up = [v for k, v in sorted(found_up.items(), key=lambda kv: sorted(kv[0])) if k not in planned_up]
     missing_switches = sorted(n for n in switches if n not in found_switches and not ignored(n))
     extra_switches = sorted(found_switches - set(switches))
-    topology = _compare_topology(cabling, topology_conf or "", found_hca, found_up)
+    topology_diff = _compare_topology(cabling, planned_topology(topology or []), found_hca, found_up)
 
     mismatches = [f"switch {n}: planned, not discovered" for n in missing_switches]
     mismatches += [f"switch {n}: discovered, not in the plan" for n in extra_switches]
@@ -407,7 +421,7 @@ def compare(
             f"link {_end_text(e['a'], e['a_port'])} - {_end_text(e['b'], e['b_port'])}: {e['width']} {e['speed']}"
             f" ({e['rate_gbps']:g} Gb/s), planned {e['expected_width']} at {e['expected_rate_gbps']:g} Gb/s"
         )
-    for e in topology["mismatches"]:
+    for e in topology_diff["mismatches"]:
         parts = [f"{k} {hostlist.compress(e[k])}" for k in ("missing", "extra") if e[k]]
         mismatches.append(f"topology.conf SwitchName={e['switch']}: {'; '.join(parts)} (discovered vs planned)")
     return {
@@ -431,14 +445,14 @@ def compare(
         "missing_uplinks": missing_up,
         "extra_uplinks": extra_up,
         "slow_links": slow,
-        "topology": topology,
+        "topology": topology_diff,
         "mismatches": mismatches,
     }
 
 
 def _compare_topology(
     cabling: dict[str, Any],
-    conf: str,
+    planned: dict[str, dict[str, list[str]]],
     found_hca: dict[tuple[str, str, int], dict[str, Any]],
     found_up: dict[frozenset, dict[str, Any]],
 ) -> dict[str, Any]:
@@ -449,7 +463,6 @@ def _compare_topology(
     pod's spines, the core switches) holds the members with a discovered link out of
     themselves: an SU's leaves up to a spine, a pod's spines up to a core switch.
     """
-    planned = parse_topology_conf(conf)
     leaves_of: dict[str, set[str]] = {}
     for su in cabling.get("scalable_units", []):
         leaves_of[su["name"]] = set(su.get("leaves") or [])

@@ -27,7 +27,7 @@ options:
   expected:
     description:
       - The plan's fabric dict (C(gpucluster_host_plan.fabric), with C(cabling) and
-        C(topology_conf)), or just its C(cabling).
+        C(slurm_topology), the switches of Slurm's topology.conf), or just its C(cabling).
     type: dict
     required: true
   rails:

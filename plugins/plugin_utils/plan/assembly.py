@@ -30,7 +30,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology_conf
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, gpu_limits, tenants, tiers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
@@ -443,7 +443,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
         "infiniband": ib,
         "roce": fabric_host.roce_settings(f.get("roce"), field=f"{p}.roce") if ftype == "roce" else None,
         "cabling": cabling,
-        "topology_conf": slurm_topology_conf(cabling),
+        "slurm_topology": slurm_topology(cabling),
     }
 
 

@@ -122,7 +122,7 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "nccl": bool(plan["nccl"]["enabled"]),
         "mpi": bool(plan["slurm"]["mpi"]["files"]),
         "nccl_topo": bool(plan["nccl"].get("topo_file")),
-        "topology": bool(plan["fabric"]["topology_conf"]),
+        "topology": bool(plan["fabric"]["slurm_topology"]),
         "lustre": plan["storage"]["type"] == "lustre",
         "nfs_kernel": nfs.get("server_impl") == "kernel",
         "nfs_ganesha": nfs.get("server_impl") == "ganesha",

@@ -9,7 +9,7 @@ host) costs memory and time in the square of the node count; instead each host r
   ``files[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
 - host-indexed parts narrowed to the host (:data:`NARROWED`);
 - node-proportional tables that a file on the host must contain (``/etc/hosts``, the health
-  check's node table, slurm's topology.conf, the head's Prometheus targets and the fabric's
+  check's node table, the switches of slurm's topology.conf, the head's Prometheus targets and the fabric's
   cabling) kept as the plan's OWN objects, never copied: every host refers to the same object
   (:data:`SHARED`); a host that renders no such file gets an empty table instead (:data:`KEEP_ON`).
 
@@ -34,7 +34,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain i
 SHARED: tuple[str, ...] = (
     "etc_hosts",
     "health.nodes",
-    "fabric.topology_conf",
+    "fabric.slurm_topology",
     "fabric.cabling.links",
     "fabric.cabling.hcas",
     "fabric.cabling.switches",
@@ -48,9 +48,11 @@ SHARED: tuple[str, ...] = (
 )
 
 #: Which hosts keep a shared table (by role); the others get an empty one of the same type.
-#: etc_hosts and topology.conf stay everywhere (/etc/hosts on every host; the slurm role reads
-#: topology_conf on the head and the compute nodes); storage.lustre.oss is the servers' list.
+#: etc_hosts stays everywhere (/etc/hosts on every host); storage.lustre.oss is the servers' list.
 KEEP_ON: dict[str, frozenset[str]] = {
+    # topology.conf's switches (a few lines of hostlists, not the cabling): the slurm role renders it on
+    # the controllers and the compute nodes (the same file everywhere Slurm runs)
+    "fabric.slurm_topology": groups.SLURM_HOSTS,
     "health.nodes": frozenset({groups.COMPUTE}),  # /etc/gpucluster/healthcheck.json (compute role)
     # the head checks the discovered fabric against the whole cabling (fabric_check, run once)
     "fabric.cabling.links": frozenset({groups.HEAD}),

@@ -27,6 +27,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import h
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import INTRO as MPI_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import mpi_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import drain_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nvmeof import discovery_conf_text
 
 Row = list[str]
 
@@ -557,10 +558,11 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         nv = st["nvmeof"]
         rows = [[f"target {t}", f"{len(x['devices'])} devices at {x['address']}:{nv['trsvcid']}", f"{nv['transport']}"]
                 for t, x in nv["targets"].items()]  # fmt: skip
+        first_line = discovery_conf_text(nv).splitlines()[0]  # the targets' lines differ in the address only
         rows += [
             ["namespaces per node", str(nv["namespaces_per_client"]), "targets x devices / nodes"],
             ["unexported devices", str(nv["unexported"]), "left over when the devices do not divide evenly"],
-            ["nvme connect-all", nv["discovery_conf"].splitlines()[0], f"{nv['discovery_conf_path']}, a line a target"],
+            ["nvme connect-all", first_line, f"{nv['discovery_conf_path']}, a line a target"],
         ]
         intro = "Block devices, not a shared file system: each compute node gets its own namespaces (remote scratch)."
         sections.append(_section("NVMe-oF", rows, intro))

@@ -132,7 +132,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "plugins": plugins,
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
         "select_type": "select/cons_tres",
-        "topology_plugin": "topology/tree" if plan["fabric"]["topology_conf"] else "",
+        "topology_plugin": "topology/tree" if plan["fabric"]["slurm_topology"] else "",
         "health_check_program": HEALTH_CHECK_PROGRAM,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         # the same check after (Epilog) and before (Prolog) each job, when the inventory has them on

@@ -21,6 +21,10 @@ secret's path and the worker counts.
   storage/lustre.py's default_layouts for the same target count: one decision, not two. A chunk
   size must be a power of two of at least 64 KiB [B2].
 - beegfs-mounts.conf: ``<mount point> <client config>`` per line, read by beegfs-client.service [B3].
+
+The plan holds data; the files are rendered on the way to the hosts: the services' conf files by the
+filter gpucluster.tiers.beegfs_conf (:func:`service_conf_text`), beegfs-mounts.conf and the interface
+files (a name a line) by the roles' templates from ``mount_point``, ``files`` and the interface lists.
 """
 
 from __future__ import annotations
@@ -262,12 +266,10 @@ def beegfs_plan(
         "conn_auth_file": auth,
         "files": dict(FILES),
         "ports": dict(PORTS),
-        "conf": {
-            "mounts": f"{mount_point} {FILES['client']}\n",
-            "server_interfaces": "".join(i + "\n" for i in server_ifaces),
-            "client_interfaces": "".join(i + "\n" for i in client_interfaces),
-            "rdma_interfaces": "".join(i + "\n" for i in client_interfaces) if use_rdma else "",
-        },
+        # the interface files, a name a line (connInterfacesFile; the clients' connRDMAInterfacesFile lists the
+        # client interfaces again when rdma) and beegfs-mounts.conf (mount_point, files.client): the templates
+        "server_interfaces": list(server_ifaces),
+        "client_interfaces": list(client_interfaces),
         "settings": {"mgmtd": mgmtd_conf, "meta": meta_conf, "storage": storage_conf, "client": client_conf},
         "patterns": stripe_patterns(paths, target_count),
     }

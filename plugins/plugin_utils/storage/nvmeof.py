@@ -172,6 +172,28 @@ def discovery_line(transport: str, address: str, trsvcid: int, nr_io_queues: int
     )
 
 
+def discovery_conf_text(nvmeof: dict[str, Any]) -> str:
+    """``/etc/nvme/discovery.conf`` from the plan's ``storage.nvmeof``: a :func:`discovery_line` per target
+    address (``discovery_addresses``) with the plan's transport, port, I/O queues and controller loss
+    timeout [V2]. Rendered on the way to the compute nodes (filter gpucluster.tiers.nvme_discovery_conf),
+    not stored in the plan."""
+    keys = ("transport", "trsvcid", "nr_io_queues", "ctrl_loss_tmo", "discovery_addresses")
+    missing = [k for k in keys if k not in nvmeof]
+    require(not missing, "storage.nvmeof", sorted(nvmeof), "the plan's storage.nvmeof (" + ", ".join(keys) + ")")
+    addresses = nvmeof["discovery_addresses"]
+    require(
+        isinstance(addresses, list) and all(isinstance(a, str) and a for a in addresses),
+        "storage.nvmeof.discovery_addresses",
+        addresses,
+        "a list of the targets' addresses",
+    )
+    return "".join(
+        discovery_line(nvmeof["transport"], address, nvmeof["trsvcid"], nvmeof["nr_io_queues"], nvmeof["ctrl_loss_tmo"])
+        + "\n"
+        for address in addresses
+    )
+
+
 def _options(nv: dict[str, Any], field: str, cores: int) -> dict[str, Any]:
     prefix = nv.get("nqn_prefix")
     require(
@@ -239,12 +261,6 @@ def nvmeof_plan(
     configs = {
         t: target_config(t, str(target_addr[t]), opts["transport"], opts["trsvcid"], slots, nqns) for t in targets
     }
-    discovery = [
-        discovery_line(
-            opts["transport"], str(target_addr[t]), opts["trsvcid"], opts["nr_io_queues"], opts["ctrl_loss_tmo"]
-        )
-        for t in targets
-    ]
     scratch = _scratch(nvmeof, field, slots, clients, paths, inventory_hosts)
     return {
         "transport": opts["transport"],
@@ -260,9 +276,11 @@ def nvmeof_plan(
         },
         "target_config_path": TARGET_CONFIG,
         # modules-load.d(5): the target core and its transport (drivers/nvme/target: nvmet, nvmet-rdma, nvmet-tcp)
-        "target_modules": f"nvmet\nnvmet-{opts['transport']}\n",
+        "target_modules": ["nvmet", f"nvmet-{opts['transport']}"],
         "discovery_conf_path": DISCOVERY_CONF,
-        "discovery_conf": "".join(line + "\n" for line in discovery),
+        # every compute node's discovery.conf: a line a target (discovery_conf_text, filter nvme_discovery_conf);
+        # the targets' own entries are narrowed away in a compute node's slice of the plan
+        "discovery_addresses": [str(target_addr[t]) for t in targets],
         "nr_io_queues": opts["nr_io_queues"],
         "ctrl_loss_tmo": opts["ctrl_loss_tmo"],
         "clients": {

@@ -116,11 +116,54 @@ def test_an_untagged_value_adds_no_file() -> None:
         ("nvmet_config_json", ("{}",)),
         ("grafana_provisioning", (None, "datasource")),
         ("lnet_conf", ({"net": "o2ib0"},)),
+        ("slurm_topology_conf", ("SwitchName=su01 Nodes=compute01",)),
+        ("slurm_topology_conf", ({"name": "su01"},)),
+        ("nvme_discovery_conf", (["10.0.0.1"],)),
     ],
 )
 def test_a_document_filter_refuses_what_is_not_the_plans_data(name: str, args: tuple[Any, ...]) -> None:
     with pytest.raises(AnsibleFilterError, match=f"gpucluster.tiers.{name}: input must be"):
         FILTERS[name](*args)
+
+
+def test_slurm_topology_conf_renders_tier3s_switches_and_a_hand_built_tree() -> None:
+    from conftest import cluster_plan, load_inventory
+
+    tier3 = cluster_plan(*load_inventory("tier3"))
+    assert FILTERS["slurm_topology_conf"](tier3["fabric"]["slurm_topology"]) == (
+        "# Managed by gpucluster.tiers: Slurm topology/tree from the fabric plan.\n"
+        "# Each scalable unit (its hosts and all their rail leaves) is one logical switch.\n"
+        "SwitchName=su01 Nodes=compute[01-04]\n"
+    )
+    two = [
+        {"name": "su01", "kind": "su", "nodes": "gpu[01-32]"},
+        {"name": "su02", "kind": "su", "nodes": "gpu[33-64]"},
+        {"name": "spines", "kind": "spines", "switches": "su[01-02]"},
+    ]
+    assert FILTERS["slurm_topology_conf"](two).splitlines()[2:] == [
+        "SwitchName=su01 Nodes=gpu[01-32]",
+        "SwitchName=su02 Nodes=gpu[33-64]",
+        "SwitchName=spines Switches=su[01-02]",
+    ]
+    assert FILTERS["slurm_topology_conf"]([]) == ""
+    with pytest.raises(AnsibleFilterError, match=r"slurm_topology_conf: inventory field 'fabric\.slurm_topology\[0\]'"):
+        FILTERS["slurm_topology_conf"]([{"name": "su01", "kind": "su"}])  # no nodes
+
+
+def test_nvme_discovery_conf_renders_the_examples_targets_and_a_hand_built_case() -> None:
+    from conftest import cluster_plan, load_inventory
+
+    nvme = cluster_plan(*load_inventory("examples/tier2-nvmeof"))["storage"]["nvmeof"]
+    assert FILTERS["nvme_discovery_conf"](nvme) == (
+        "--transport=rdma --traddr=10.20.2.10 --trsvcid=4420 --nr-io-queues=224 --ctrl-loss-tmo=600\n"
+    )
+    hand = {"transport": "tcp", "trsvcid": 4421, "nr_io_queues": 4, "ctrl_loss_tmo": -1}
+    assert FILTERS["nvme_discovery_conf"]({**hand, "discovery_addresses": ["192.0.2.1", "192.0.2.2"]}) == (
+        "--transport=tcp --traddr=192.0.2.1 --trsvcid=4421 --nr-io-queues=4 --ctrl-loss-tmo=-1\n"
+        "--transport=tcp --traddr=192.0.2.2 --trsvcid=4421 --nr-io-queues=4 --ctrl-loss-tmo=-1\n"
+    )
+    with pytest.raises(AnsibleFilterError, match=r"nvme_discovery_conf: inventory field 'storage\.nvmeof'"):
+        FILTERS["nvme_discovery_conf"](hand)  # no discovery_addresses
 
 
 def test_beegfs_conf_names_the_services_it_knows() -> None:

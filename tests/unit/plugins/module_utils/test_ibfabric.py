@@ -161,7 +161,7 @@ def two_unit_fabric() -> dict[str, Any]:
         spines=4,
         spine_scope="rail",
     )
-    return {"cabling": cabling, "topology_conf": fabric_mod.slurm_topology_conf(cabling)}
+    return {"cabling": cabling, "slurm_topology": fabric_mod.slurm_topology(cabling)}
 
 
 def test_topology_conf_of_two_units_as_discovered() -> None:
@@ -190,14 +190,26 @@ def three_tier_fabric() -> dict[str, Any]:
         rail_hcas=["mlx5_0", "mlx5_1"],
         switch_radix=8,
     )
-    return {"cabling": cabling, "topology_conf": fabric_mod.slurm_topology_conf(cabling)}
+    return {"cabling": cabling, "slurm_topology": fabric_mod.slurm_topology(cabling)}
+
+
+def test_the_plans_topology_reads_as_its_topology_conf() -> None:
+    """fabric_check reads the plan's switches (data); they say what the rendered topology.conf says."""
+    for planned in (two_unit_fabric(), three_tier_fabric(), fabric("tier3"), fabric("tier4")):
+        switches = planned["slurm_topology"]
+        text = fabric_mod.topology_conf_text(switches)
+        assert ibfabric.planned_topology(switches) == ibfabric.parse_topology_conf(text)
+    assert ibfabric.planned_topology(three_tier_fabric()["slurm_topology"])["pod02"] == {
+        "nodes": [],
+        "switches": ["su03", "su04"],
+    }
 
 
 def test_three_tier_topology_conf_as_discovered() -> None:
     planned = three_tier_fabric()
     sz = planned["cabling"]["sizing"]
     assert (sz["tiers"], sz["pods"], sz["spines"], sz["cores"]) == (3, 3, 12, 8)
-    assert planned["topology_conf"].splitlines()[-1] == "SwitchName=core Switches=pod[01-03]"
+    assert planned["slurm_topology"][-1] == {"name": "core", "kind": "core", "switches": "pod[01-03]"}
     assert ibfabric.compare(planned, synthetic_ports(planned["cabling"]), expected_rate="HDR")["ok"]
     # pod02 cut off from the core switches: the core's switch of switches loses it, nothing else
     actual = copy.deepcopy(planned["cabling"])

@@ -170,7 +170,7 @@ def test_ibsim_three_tier_fat_tree_matches_its_plan() -> None:
         rail_hcas=["mlx5_0", "mlx5_1"],
         switch_radix=8,
     )
-    planned = {"cabling": plan, "topology_conf": cabling.slurm_topology_conf(plan)}
+    planned = {"cabling": plan, "slurm_topology": cabling.slurm_topology(plan)}
     assert plan["sizing"]["tiers"] == 3
     result = lab_runner().run_check(planned)
     assert result["report"]["ok"], result["report"]["mismatches"]

@@ -13,11 +13,17 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling im
     expected_cabling,
     hosts_per_leaf,
     radix_for,
-    slurm_topology_conf,
+    slurm_topology,
+    topology_conf_text,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
 HCAS = [f"mlx5_{i}" for i in range(8)]
+
+
+def slurm_topology_conf(cabling: dict) -> str:
+    """topology.conf as the slurm role renders it: the plan's switches (data) through the filter's text."""
+    return topology_conf_text(slurm_topology(cabling))
 
 
 def computes(n: int) -> list[str]:
@@ -34,6 +40,7 @@ def test_tier3_rail_optimized() -> None:
     assert len(c["links"]) == 32
     link = _link(c, "compute02", 3)
     assert link["a"]["hca"] == "mlx5_3" and link["b"] == {"node": "leaf04", "port": 2}
+    assert slurm_topology(c) == [{"name": "su01", "kind": "su", "nodes": "compute[01-04]"}]
     assert slurm_topology_conf(c).splitlines()[-1] == "SwitchName=su01 Nodes=compute[01-04]"
 
 
@@ -118,6 +125,10 @@ def test_16384_nodes_plan_as_a_three_tier_fat_tree() -> None:
     assert "SwitchName=pod01 Switches=su[001-008]" in conf
     assert conf[-1] == "SwitchName=core Switches=pod[01-32]"
     assert c["scalable_units"][8]["pod"] == "pod02"
+    # the plan holds a line of data a switch (256 SUs, 32 pods, the core), not a name a node
+    switches = slurm_topology(c)
+    assert len(switches) == 256 + 32 + 1 and switches[-1] == {"name": "core", "kind": "core", "switches": "pod[01-32]"}
+    assert conf.index("# Three tiers: the SUs of a pod meet at its spines, the pods at the core switches.") == 258
 
 
 def test_oversubscription_puts_more_hosts_on_a_leaf() -> None:
@@ -141,7 +152,45 @@ def test_single_switch_and_none() -> None:
     c = expected_cabling(topology="single_switch", compute_hosts=computes(2), rail_hcas=HCAS, switch_radix=64)
     assert len(c["links"]) == 16 and _link(c, "compute02", 0)["b"]["port"] == 9
     assert "SwitchName=ib-sw01 Nodes=compute[01-02]" in slurm_topology_conf(c)
-    assert slurm_topology_conf(expected_cabling(topology="none", compute_hosts=["dgx01"], rail_hcas=HCAS)) == ""
+    assert slurm_topology(c) == [{"name": "ib-sw01", "kind": "switch", "nodes": "compute[01-02]"}]
+    none = expected_cabling(topology="none", compute_hosts=["dgx01"], rail_hcas=HCAS)
+    assert slurm_topology(none) == [] and slurm_topology_conf(none) == ""
+
+
+def test_topology_conf_text_of_a_hand_built_topology() -> None:
+    """A line a switch, in the data's order, under the header; the three-tier note before the first pod."""
+    switches = [
+        {"name": "su1", "kind": "su", "nodes": "gpu[01-02]"},
+        {"name": "su2", "kind": "su", "nodes": "gpu[03-04],gpu07"},
+        {"name": "podA", "kind": "pod", "switches": "su1"},
+        {"name": "podB", "kind": "pod", "switches": "su2"},
+        {"name": "core", "kind": "core", "switches": "podA,podB"},
+    ]
+    assert topology_conf_text(switches) == (
+        "# Managed by gpucluster.tiers: Slurm topology/tree from the fabric plan.\n"
+        "# Each scalable unit (its hosts and all their rail leaves) is one logical switch.\n"
+        "SwitchName=su1 Nodes=gpu[01-02]\n"
+        "SwitchName=su2 Nodes=gpu[03-04],gpu07\n"
+        "# Three tiers: the SUs of a pod meet at its spines, the pods at the core switches.\n"
+        "SwitchName=podA Switches=su1\n"
+        "SwitchName=podB Switches=su2\n"
+        "SwitchName=core Switches=podA,podB\n"
+    )
+    assert topology_conf_text([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("switches", "where"),
+    [
+        ("SwitchName=su01 Nodes=compute01", "fabric.slurm_topology"),
+        ([{"name": "su01", "kind": "rack", "nodes": "compute01"}], r"fabric\.slurm_topology\[0\]"),
+        ([{"name": "su01", "kind": "su", "nodes": "a"}, {"name": "spines", "kind": "spines"}], r"slurm_topology\[1\]"),
+        ([{"kind": "su", "nodes": "compute01"}], r"slurm_topology\[0\].*a kind \(switch, su, spines, pod, core\)"),
+    ],
+)
+def test_topology_conf_text_refuses_what_is_not_a_topology(switches: object, where: str) -> None:
+    with pytest.raises(PlanError, match=where):
+        topology_conf_text(switches)  # type: ignore[arg-type]
 
 
 def test_errors_name_the_field() -> None:
@@ -263,3 +312,23 @@ def test_hostlist_examples() -> None:
     assert hostlist.compress(["compute03", "compute01", "compute02"]) == "compute[01-03]"
     assert hostlist.compress(["a1", "a3", "b2"]) == "a[1,3],b2"
     assert hostlist.expand("/dev/nvidia[0-3]") == [f"/dev/nvidia{i}" for i in range(4)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(1, 200), rails=st.integers(1, 4), radix=st.sampled_from([8, 16, 32, 64]))
+def test_the_topology_data_says_what_its_topology_conf_says(nodes: int, rails: int, radix: int) -> None:
+    """For any fat tree: every compute node is in exactly one switch of nodes, every switch of switches names
+    switches of the topology, and topology.conf (the filter's text) reads back as the same switches."""
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
+
+    hcas = [f"mlx5_{r}" for r in range(rails)]
+    try:
+        c = expected_cabling(topology="fat_tree", compute_hosts=computes(nodes), rail_hcas=hcas, switch_radix=radix)
+    except PlanError:
+        return  # a size the radix cannot reach (another test checks that message)
+    switches = slurm_topology(c)
+    planned = ibfabric.planned_topology(switches)
+    assert planned == ibfabric.parse_topology_conf(topology_conf_text(switches))
+    placed = [node for sw in planned.values() for node in sw["nodes"]]
+    assert sorted(placed) == sorted(computes(nodes))
+    assert all(set(sw["switches"]) <= set(planned) for sw in planned.values())

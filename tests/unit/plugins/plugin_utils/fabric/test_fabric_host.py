@@ -197,7 +197,7 @@ def test_every_subnet_has_a_cabled_sm_port(tier: str, ports: list[tuple[str, int
         assert link["b"]["node"] in net["switches"]
     taken = [(e["node"], e["port"]) for x in ibfabric.all_links(cabling) for e in (x["a"], x["b"]) if not e.get("hca")]
     assert len(taken) == len(set(taken))  # no switch port cabled twice
-    assert "head01" not in plan["fabric"]["topology_conf"]  # the SM host is no Slurm node
+    assert all("head01" not in sw.get("nodes", "") for sw in plan["fabric"]["slurm_topology"])  # no Slurm node
 
 
 def test_a_full_switch_leaves_no_sm_port() -> None:

@@ -42,7 +42,7 @@ def test_tier1_single_server_carries_every_role() -> None:
     assert list(plan["hosts"]) == ["dgx01"]
     assert set(plan["hosts"]["dgx01"]["roles"]) >= {"head", "compute", "storage"}
     assert plan["nccl"]["enabled"] is False  # NVLink only: no /etc/nccl.conf
-    assert plan["fabric"]["topology_conf"] == ""
+    assert plan["fabric"]["slurm_topology"] == []  # no switch: no topology.conf
     dests = [f["dest"] for f in plan["files"]["dgx01"]]
     assert "/etc/nccl.conf" not in dests
 

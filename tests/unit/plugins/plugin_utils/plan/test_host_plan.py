@@ -165,6 +165,19 @@ def test_a_compute_nodes_view_does_not_grow_with_the_cluster() -> None:
     assert shared_large > 8 * shared_small  # the shared tables do grow (and are not in the view's own bytes)
 
 
+def test_topology_conf_reaches_the_slurm_hosts_as_a_line_a_switch() -> None:
+    """topology.conf's data is Slurm's switches with their members as hostlists: a compute node refers to a
+    few hundred bytes at 1,024 nodes, not to the cabling's host lists; a storage server gets none of it."""
+    plan = cluster_plan(*generated_site(1024))
+    switches = plan["fabric"]["slurm_topology"]
+    compute = host_view(plan, "compute0001")["fabric"]
+    assert compute["slurm_topology"] is switches and compute["cabling"]["scalable_units"] == []
+    assert len(switches) == len(plan["fabric"]["cabling"]["scalable_units"]) + 1  # the SUs and the spines
+    assert len(canonical_json(switches)) < 2 * 1024  # not a name a node (1,024 names of 11 characters)
+    assert host_view(plan, "oss01")["fabric"]["slurm_topology"] == []
+    assert host_view(plan, "head01")["fabric"]["slurm_topology"] is switches
+
+
 def test_a_host_outside_the_plan_is_an_error() -> None:
     with pytest.raises(PlanError, match=r"inventory_hostname.*'nohost'"):
         host_view(_plan("tier1"), "nohost")

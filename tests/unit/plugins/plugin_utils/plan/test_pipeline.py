@@ -38,8 +38,8 @@ def test_no_string_of_a_reference_plan_is_a_document(tier: str) -> None:
     assert [(p, n) for p, n in _strings(plan) if n > MAX_STRING] == []
 
 
-#: a multi-line string longer than this is a document: the renderers write documents, the plan holds data
-MAX_DOCUMENT = 200
+#: a string with a line break is a document (a file's lines), whatever its length: the renderers write
+#: documents, the plan holds data (lists, mappings, one-line values)
 #: the inventories whose plans hold no document: the reference tiers, the Kubernetes path, every example
 EXAMPLES = sorted(p.parent.name for p in (ROOT / "inventories" / "examples").glob("*/hosts.yml"))
 PLANNED = (*TIERS, "tier4-k8s", *(f"examples/{name}" for name in EXAMPLES))
@@ -55,20 +55,22 @@ DOCUMENTS_ALLOWED: dict[str, str] = {
 
 
 def _documents(value: Any, path: str = "") -> list[tuple[str, int]]:
-    """(path, length) of every multi-line string longer than MAX_DOCUMENT; a host's key reads ``<host>``."""
+    """(path, length) of every string with a line break (even one ending a single line); a host's key
+    reads ``<host>``."""
     if isinstance(value, dict):
         return [d for k, v in value.items() for d in _documents(v, f"{path}.{k}" if path else str(k))]
     if isinstance(value, list):
         return [d for v in value for d in _documents(v, f"{path}[]")]
-    if isinstance(value, str) and "\n" in value.rstrip("\n") and len(value) > MAX_DOCUMENT:
+    if isinstance(value, str) and "\n" in value:
         return [(path, len(value))]
     return []
 
 
 @pytest.mark.parametrize("name", PLANNED)
 def test_a_plan_holds_no_rendered_document(name: str) -> None:
-    """nccl.conf, mount units, BeeGFS and NVMe-oF files, Grafana provisioning, rules, dashboards and the
-    report are rendered from the plan's data by the filters and templates; only the allow-listed remain."""
+    """nccl.conf, mount units, BeeGFS and NVMe-oF files, topology.conf, Grafana provisioning, rules,
+    dashboards and the report are rendered from the plan's data by the filters and templates; only the
+    allow-listed remain."""
     plan = cluster_plan(*load_inventory(name))
     hosts = set(plan["hosts"])
     found = {
@@ -77,11 +79,19 @@ def test_a_plan_holds_no_rendered_document(name: str) -> None:
     assert set(found) <= set(DOCUMENTS_ALLOWED), {p: n for p, n in found.items() if p not in DOCUMENTS_ALLOWED}
 
 
+def test_every_allowed_document_is_still_in_some_plan() -> None:
+    """The allow-list shrinks as documents leave the plan: each entry is found in one of the plans."""
+    found: set[str] = set()
+    for name in PLANNED:
+        found |= {path for path, _ in _documents(cluster_plan(*load_inventory(name)))}
+    assert set(DOCUMENTS_ALLOWED) <= found
+
+
 def test_the_removed_documents_stay_out_of_the_plan() -> None:
     """The texts the renderers write (issue 31): none of their keys is back in a plan."""
     plan = cluster_plan(*load_inventory("examples/tier3-beegfs"))
     assert "conf_text" not in plan["nccl"]
-    assert {"mgmtd", "meta", "storage", "client"}.isdisjoint(plan["storage"]["beegfs"]["conf"])
+    assert "conf" not in plan["storage"]["beegfs"]  # the service, interface and mounts files: filters, templates
     assert {"datasource_yaml", "provider_yaml"}.isdisjoint(plan["monitoring"]["grafana"])
     tier4 = cluster_plan(*load_inventory("tier4"))
     assert "unit_text" not in tier4["slurm"]["ha"]["state_save_mount"]
@@ -90,6 +100,8 @@ def test_the_removed_documents_stay_out_of_the_plan() -> None:
     assert all("unit_text" not in m for m in tier2["storage"]["nfs"]["client_mounts"])
     nvme = cluster_plan(*load_inventory("examples/tier2-nvmeof"))["storage"]["nvmeof"]
     assert nvme["targets"] and all("config_json" not in t for t in nvme["targets"].values())
+    assert "discovery_conf" not in nvme and nvme["target_modules"] == ["nvmet", "nvmet-rdma"]
+    assert "topology_conf" not in tier4["fabric"] and tier4["fabric"]["slurm_topology"]
 
 
 def test_the_plan_package_does_not_import_report() -> None:

@@ -87,8 +87,8 @@ def test_service_configs_name_the_management_host_directories_and_secret() -> No
     assert storage["storeStorageDirectory"].split(",") == [f"/data/beegfs/target{i}" for i in range(1, 5)]
     assert storage["tuneNumWorkers"] == "12"
     assert client["connRDMAInterfacesFile"] == "/etc/beegfs/client-rdma-interfaces"
-    assert bg["conf"]["mounts"] == "/mnt/beegfs /etc/beegfs/beegfs-client.conf\n"
-    assert bg["conf"]["client_interfaces"] == "ibp41s0f0\nibp170s0f0\n"  # the storage NICs
+    assert (bg["mount_point"], bg["files"]["client"]) == ("/mnt/beegfs", "/etc/beegfs/beegfs-client.conf")
+    assert bg["client_interfaces"] == ["ibp41s0f0", "ibp170s0f0"]  # the storage NICs
 
 
 def test_tcp_fabric_means_no_rdma_and_workers_follow_the_inventory() -> None:
@@ -96,7 +96,7 @@ def test_tcp_fabric_means_no_rdma_and_workers_follow_the_inventory() -> None:
     client = _keys(_conf(bg, "client"))
     assert client["connUseRDMA"] == "false" and client["connRDMAInterfacesFile"] == ""
     assert _keys(_conf(bg, "storage"))["tuneNumWorkers"] == "24"
-    assert bg["conf"]["rdma_interfaces"] == ""
+    assert not bg["rdma"]  # no connRDMAInterfacesFile: the compute role's list skips client-rdma-interfaces
 
 
 def test_the_files_go_to_each_service_and_the_clients() -> None:
@@ -121,7 +121,7 @@ def test_the_files_go_to_each_service_and_the_clients() -> None:
 def test_a_conf_file_is_rendered_from_the_settings_in_its_own_key_order(service: str) -> None:
     """The plan stores the settings, not the file; plan.json's sorted keys render the same bytes."""
     bg = _plan()["storage"]["beegfs"]
-    assert set(bg["conf"]) == {"mounts", "server_interfaces", "client_interfaces", "rdma_interfaces"}
+    assert "conf" not in bg  # the interface files and beegfs-mounts.conf: the roles' templates, from lists
     settings = bg["settings"][service]
     text = beegfs.service_conf_text(settings, service)
     assert text == beegfs.conf_text(settings, beegfs.SERVICE_CONF[service][0])  # the engine's order

@@ -70,7 +70,7 @@ def test_the_example_target_is_what_nvmetcli_restores() -> None:
         "trsvcid": "4420",
         "treq": "not specified",
     }
-    assert nv["target_modules"] == "nvmet\nnvmet-rdma\n"
+    assert nv["target_modules"] == ["nvmet", "nvmet-rdma"]  # modules-load.d: a module a line (the template)
 
 
 def test_each_node_sees_only_its_own_namespaces() -> None:
@@ -101,12 +101,34 @@ def test_nqns_are_the_uuid_form_stable_and_paired_with_the_host_id() -> None:
 
 def test_discovery_conf_has_one_connect_line_per_target() -> None:
     nv = _plan(nr_io_queues=32, ctrl_loss_tmo=-1, transport="tcp")["storage"]["nvmeof"]
-    assert nv["discovery_conf"] == (
+    assert "discovery_conf" not in nv and nv["discovery_addresses"] == ["10.20.2.10"]
+    assert nvmeof.discovery_conf_text(nv) == (
         "--transport=tcp --traddr=10.20.2.10 --trsvcid=4420 --nr-io-queues=32 --ctrl-loss-tmo=-1\n"
     )
     default = _plan()["storage"]["nvmeof"]
     assert default["ctrl_loss_tmo"] == 600  # NVMF_DEF_CTRL_LOSS_TMO [V2]
     assert default["nr_io_queues"] == 2 * 56 * 2  # nvme-cli's default: the CPU count [V2]
+
+
+def test_discovery_conf_of_a_hand_built_case_and_of_a_compute_nodes_slice() -> None:
+    """A line a target address, in the data's order; a compute node's slice (targets narrowed away) renders
+    the same file as the whole plan."""
+    nv = {"transport": "tcp", "trsvcid": 4420, "nr_io_queues": 8, "ctrl_loss_tmo": 600}
+    text = nvmeof.discovery_conf_text({**nv, "discovery_addresses": ["10.0.0.2", "10.0.0.1"]})
+    assert text.splitlines() == [
+        "--transport=tcp --traddr=10.0.0.2 --trsvcid=4420 --nr-io-queues=8 --ctrl-loss-tmo=600",
+        "--transport=tcp --traddr=10.0.0.1 --trsvcid=4420 --nr-io-queues=8 --ctrl-loss-tmo=600",
+    ]
+    assert nvmeof.discovery_conf_text({**nv, "discovery_addresses": []}) == ""
+    with pytest.raises(PlanError, match=r"'storage\.nvmeof'.*discovery_addresses"):
+        nvmeof.discovery_conf_text(nv)
+    with pytest.raises(PlanError, match=r"'storage\.nvmeof\.discovery_addresses': value \[None\]"):
+        nvmeof.discovery_conf_text({**nv, "discovery_addresses": [None]})
+    plan = cluster_plan(*load_inventory(EXAMPLE))
+    view = host_view(plan, "compute01")["storage"]["nvmeof"]
+    assert view["targets"] == {} and nvmeof.discovery_conf_text(view) == nvmeof.discovery_conf_text(
+        plan["storage"]["nvmeof"]
+    )
 
 
 def test_slots_spread_a_nodes_namespaces_over_the_targets() -> None:
