@@ -57,13 +57,12 @@ def test_a_job_runs_on_every_node_and_is_accounted(hosts: dict[str, Any], plan: 
 
 def test_topology_matches_the_plan(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
     head = _head(hosts, plan)
-    conf = plan["fabric"]["topology_conf"]
+    switches = plan["fabric"]["slurm_topology"]  # the data topology.conf is rendered from (filter slurm_topology_conf)
     shown = head.check_output("scontrol show topology")
-    if not conf:
+    if not switches:
         assert "TopologyPlugin" not in head.file("/etc/slurm/slurm.conf").content_string
         return
-    for line in conf.splitlines():
-        if line.startswith("SwitchName="):
-            name, members = line.split()[0], line.split()[1]
-            row = next(r for r in shown.splitlines() if r.startswith(name + " "))
-            assert members in row.split(), (line, row)
+    for sw in switches:
+        members = f"Nodes={sw['nodes']}" if "nodes" in sw else f"Switches={sw['switches']}"
+        row = next(r for r in shown.splitlines() if r.startswith(f"SwitchName={sw['name']} "))
+        assert members in row.split(), (sw, row)
