@@ -42,7 +42,8 @@ DEFAULT_OPTIONS = {
 }
 #: The controllers' takeover hook (slurm.conf SlurmctldPrimaryOnProg); its settings: roles/slurm/vars/files.yml.
 PRIMARY_ON_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-on"
-#: SlurmctldPrimaryOffProg: a shell wrapper (roles/slurm/templates) that runs the hook's off mode only on a backup that had control.
+#: SlurmctldPrimaryOffProg: a shell wrapper (roles/slurm/templates) that runs the hook's off mode only on a
+#: backup that had control.
 PRIMARY_OFF_PROGRAM = "/usr/local/sbin/gpucluster-slurmctld-primary-off"
 #: Where the hook notes a backup's control and asks for its restart (owned by SlurmUser).
 HOOK_STATE_DIR = "/var/lib/gpucluster/slurmctld"
@@ -225,7 +226,8 @@ def primary_on(timeout_s: int, hosts: list[str]) -> dict[str, Any]:
     standby after having had control restarts its slurmctld (``standby_restart``: a request file that
     a root path unit acts on). Anywhere else the wrapper exits at once: at the primary's stop slurmctld
     does not wait for SlurmctldPrimaryOffProg, and a Python start outlived it in the unit (in the lab,
-    systemd then waited TimeoutStopSec, 90 s, on every stop of the primary). Slurm 22.05's main_sched_fini() joins the main scheduler thread but never
+    systemd then waited TimeoutStopSec, 90 s, on every stop of the primary).
+    Slurm 22.05's main_sched_fini() joins the main scheduler thread but never
     clears thread_id_sched (src/slurmctld/job_scheduler.c), so in one slurmctld process a second
     takeover starts no main scheduler and its hand-back joins a stale thread handle: the lab's backup
     hung there ("REQUEST_CONTROL reply but backup not completely done relinquishing control", gdb: the

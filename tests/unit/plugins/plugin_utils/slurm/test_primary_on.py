@@ -157,7 +157,8 @@ def test_a_node_slurmctld_cannot_drain_does_not_leave_the_others_unheld(monkeypa
     assert HOOK.hold(CFG, show=ctl.show, update=refusing, clock=ctl.clock) == []
     held = [n for n in ALL if n not in ("compute02", "compute03")]
     drains = [c[1].split("=")[1] for c in ctl.calls if "State=DRAIN" in c]
-    assert drains == [",".join([*held[:1], "compute03", *held[1:]])] + [*held[:1], "compute03", *held[1:]]
+    tried = [*held[:1], "compute03", *held[1:]]  # the refused list, then node by node
+    assert drains == [",".join(tried), *tried]
     assert ("update", f"NodeName={','.join(held)}", "State=RESUME") in ctl.calls and ctl.drained == []
 
 
@@ -169,8 +170,8 @@ def _off_wrapper(tmp_path: Path) -> Path:
     hook = tmp_path / "hook"
     hook.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/ran\n')
     hook.chmod(0o755)
-    plan = {"slurm": {"ha": {"primary_on": {"program": str(hook),
-                                            "standby_restart": {"in_control": str(tmp_path / "in-control")}}}}}  # fmt: skip
+    restart = {"in_control": str(tmp_path / "in-control")}
+    plan = {"slurm": {"ha": {"primary_on": {"program": str(hook), "standby_restart": restart}}}}
     source = (ROOT / "roles" / "slurm" / "templates" / "gpucluster-slurmctld-primary-off.j2").read_text()
     wrapper = tmp_path / "primary-off"
     wrapper.write_text(jinja2.Template(source, keep_trailing_newline=True).render(gpucluster_host_plan=plan))
