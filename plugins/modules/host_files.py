@@ -18,9 +18,9 @@ description:
   - Entries with C(mkdir) get their folder created (mode 0755, owner root), as
     M(ansible.builtin.file) with C(state=directory) would.
   - Entries with C(unsafe_writes) are written in place when the rename over the old file is refused
-    (EBUSY, EXDEV, EPERM, EACCES, ETXTBSY), as Ansible's C(unsafe_writes) does: C(/etc/hosts), which a
+    (EBUSY, EXDEV, EPERM, EACCES, ETXTBSY), as Ansible's C(unsafe_writes) does, for C(/etc/hosts), which a
     container runtime bind-mounts.
-  - Entries with C(static) name a file of the role's C(files/) folder, sent as is (no templating): a
+  - Entries with C(static) name a file of the role's C(files/) folder, sent as is (no templating), a
     program such as the node health check.
   - Called through the action with O(files) as manifest entries (role, src, dest, mode, notify,
     validate, mkdir, unsafe_writes, static) of C(gpucluster_host_plan.files); the action returns

@@ -92,7 +92,7 @@ options:
   exists:
     description:
       - Paths whose existence is read (a link counts, as M(ansible.builtin.stat)'s C(exists)), returned in
-        RV(exists): a role reads them here instead of with a M(ansible.builtin.stat) call of its own.
+        RV(exists); a role reads them here instead of with a M(ansible.builtin.stat) call of its own.
     type: list
     elements: path
     default: []
