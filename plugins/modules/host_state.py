@@ -174,6 +174,16 @@ hostname:
   description: The running host name, the permanent one (C(/etc/hostname)), and whether either differs from O(hostname).
   returned: when O(hostname) is set
   type: dict
+  contains:
+    current:
+      description: The running host name.
+      type: str
+    permanent:
+      description: The content of C(/etc/hostname), stripped; empty when it is absent.
+      type: str
+    differs:
+      description: Whether either name differs from O(hostname).
+      type: bool
   sample: {current: compute01, permanent: compute01, differs: false}
 """
 
