@@ -18,10 +18,10 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpucluster.tiers.plugins.action.render_files import render
+from ansible_collections.gpucluster.tiers.plugins.action.render_files import render, source_path
 
 #: Fields of a manifest entry the module needs besides the content (the rest stays on the controller).
-SENT = ("mode", "validate", "mkdir")
+SENT = ("mode", "validate", "mkdir", "unsafe_writes")
 
 
 def module_files(files: list[dict[str, Any]], contents: list[str], dest_dir: str | None = None) -> list[dict[str, Any]]:
@@ -63,10 +63,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(
                     f"host_files: each file needs role, src and dest (a plan manifest entry): {item!r}"
                 )
-        contents = [
-            render(self, task_vars, item, os.path.join(template_root, item["role"], "templates", item["src"]))
-            for item in files
-        ]
+        contents = [render(self, task_vars, item, source_path(template_root, item)) for item in files]
         sent = module_files(files, contents, args.get("dest_dir"))
         module_args = {"files": sent}
         for key in ("owner", "group"):

@@ -35,16 +35,25 @@ def _inside(root: str, relative: str) -> str:
     return dest
 
 
+def source_path(template_root: str, item: dict[str, Any]) -> str:
+    """Where a manifest entry's source is: ``<role>/templates/<src>``, or ``<role>/files/<src>`` for
+    an entry with ``static`` (a file such as a program: sent as is, as ansible.builtin.copy would)."""
+    return os.path.join(template_root, item["role"], "files" if item.get("static") else "templates", item["src"])
+
+
 def render(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], source: str) -> str:
     """One manifest entry's template rendered for the host, as ansible.builtin.template would.
 
     The host's variables plus ``item`` (the entry: a per-unit file reads ``item.unit``) and the
     template variables (ansible_managed, template_path, ...); trim_blocks on, backslashes kept.
-    Shared by this action (make plan) and gpucluster.tiers.host_files (the roles), so what a
-    host gets is what make plan shows, byte for byte.
+    An entry with ``static`` is the file's text as is (not a template). Shared by this action (make
+    plan) and gpucluster.tiers.host_files (the roles), so what a host gets is what make plan shows,
+    byte for byte.
     """
     if not os.path.isfile(source):
-        raise AnsibleActionFail(f"no template {source}")
+        raise AnsibleActionFail(f"no {'file' if item.get('static') else 'template'} {source}")
+    if item.get("static"):
+        return action._loader.get_text_file_contents(source)
     data = trust_as_template(action._loader.get_text_file_contents(source))
     variables = dict(task_vars)
     variables["item"] = item
@@ -73,7 +82,7 @@ class ActionModule(ActionBase):
         changed: list[str] = []
         checksums: dict[str, str] = {}
         for item in files:
-            source = os.path.join(template_root, item["role"], "templates", item["src"])
+            source = source_path(template_root, item)
             dest = _inside(root, item["dest"])
             content = render(self, task_vars, item, source).encode("utf-8")
             checksums[item["dest"]] = hashlib.sha256(content).hexdigest()

@@ -4,12 +4,15 @@ The controller renders every template of a role for one host (plugins/action/hos
 sends the results here at once. Each file is compared by sha256, mode and owner; only a file that
 differs is written, atomically (a temporary file in the destination's folder, checked by the
 entry's ``validate`` command when it has one, then renamed over the old one). A folder of an entry
-with ``mkdir`` is created (0755, root) as ansible.builtin.file would. In check mode nothing is
-written and the same paths are reported. No controller import: this runs on the host.
+with ``mkdir`` is created (0755, root) as ansible.builtin.file would. An entry with ``unsafe_writes``
+whose rename is refused (a bind-mounted /etc/hosts in a container: EBUSY) is written in place instead,
+as Ansible's atomic_move does with unsafe_writes. In check mode nothing is written and the same paths
+are reported. No controller import: this runs on the host.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -19,6 +22,11 @@ from dataclasses import dataclass, field
 
 #: The largest file whose before/after text goes into a diff (ansible.builtin.copy's default).
 MAX_DIFF_BYTES = 104448
+
+#: A rename refused with one of these is retried as a write in place for an ``unsafe_writes`` entry
+#: (the errors for which ansible.module_utils.basic.AnsibleModule.atomic_move falls back to
+#: _unsafe_writes: a bind mount's target is EBUSY, another filesystem EXDEV).
+UNSAFE_WRITE_ERRNOS: frozenset[int] = frozenset({errno.EPERM, errno.EXDEV, errno.EACCES, errno.ETXTBSY, errno.EBUSY})
 
 #: Run a validate command (already with the temporary path in place of %s): (rc, message).
 Validator = Callable[[str], tuple[int, str]]
@@ -37,6 +45,7 @@ class Wanted:
     mode: int
     validate: str | None = None
     mkdir: bool = False
+    unsafe_writes: bool = False
 
 
 @dataclass
@@ -110,10 +119,25 @@ def _write(want: Wanted, uid: int, gid: int, validator: Validator) -> None:
             rc, message = validator(want.validate.replace("%s", tmp))
             if rc != 0:
                 raise HostFilesError(f"{want.dest}: failed to validate ({want.validate}): rc {rc}: {message}")
-        os.replace(tmp, want.dest)
+        try:
+            os.replace(tmp, want.dest)
+        except OSError as err:
+            if not want.unsafe_writes or err.errno not in UNSAFE_WRITE_ERRNOS:
+                raise
+            _write_in_place(want, uid, gid)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _write_in_place(want: Wanted, uid: int, gid: int) -> None:
+    """Overwrite ``want.dest`` in its inode (not atomic: a reader may see a partial file)."""
+    with open(want.dest, "wb") as handle:
+        handle.write(want.content)
+        handle.flush()
+        os.fchmod(handle.fileno(), want.mode)
+        os.fchown(handle.fileno(), uid, gid)
+        os.fsync(handle.fileno())
 
 
 def sync(files: Sequence[Wanted], uid: int, gid: int, check: bool, validator: Validator, diff: bool = False) -> Outcome:
@@ -148,4 +172,13 @@ def sync(files: Sequence[Wanted], uid: int, gid: int, check: bool, validator: Va
     return out
 
 
-__all__ = ["MAX_DIFF_BYTES", "HostFilesError", "Outcome", "Validator", "Wanted", "sha256", "sync"]
+__all__ = [
+    "MAX_DIFF_BYTES",
+    "UNSAFE_WRITE_ERRNOS",
+    "HostFilesError",
+    "Outcome",
+    "Validator",
+    "Wanted",
+    "sha256",
+    "sync",
+]

@@ -6,6 +6,10 @@ installed; nothing is installed here (the role's apt task runs only when some ar
 Paths (``sync_paths``): folders created with their owner, group and mode (parents as
 ansible.builtin.file creates them), or paths removed, only where they differ.
 
+Reads a role would otherwise ask of the host with a module call of their own: whether paths exist
+(``existing``, as ansible.builtin.stat's ``exists``) and the host name (``host_name``: the running
+one and /etc/hostname's, as ansible.builtin.hostname compares them).
+
 Units (``sync``):
 One ``systemctl show`` reads the state of every unit the role names (load state, active state,
 unit file state, whether systemd holds an outdated copy of its unit file); one ``systemctl``
@@ -23,6 +27,7 @@ import grp
 import os
 import pwd
 import shutil
+import socket
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -311,6 +316,24 @@ def sync_paths(wanted: Sequence[WantedPath], check: bool) -> list[str]:
     return changed
 
 
+def existing(paths: Sequence[str]) -> dict[str, bool]:
+    """Whether each path exists; a link counts, even a broken one (ansible.builtin.stat's ``exists``
+    without ``follow``)."""
+    return {path: os.path.lexists(path) for path in paths}
+
+
+def host_name(wanted: str, hostname_file: str = "/etc/hostname") -> dict[str, str | bool]:
+    """The running host name and the permanent one (/etc/hostname, stripped; empty when absent), and
+    whether either differs from ``wanted`` (ansible.builtin.hostname would then change it)."""
+    try:
+        with open(hostname_file, encoding="utf-8") as handle:
+            permanent = handle.read().strip()
+    except FileNotFoundError:
+        permanent = ""
+    current = socket.gethostname()
+    return {"current": current, "permanent": permanent, "differs": current != wanted or permanent != wanted}
+
+
 __all__ = [
     "ENABLED_STATES",
     "PATH_STATES",
@@ -322,6 +345,8 @@ __all__ = [
     "Unit",
     "Wanted",
     "WantedPath",
+    "existing",
+    "host_name",
     "missing_packages",
     "parse_show",
     "plan_actions",

@@ -17,15 +17,21 @@ description:
     old one). A file whose content is equal but mode or owner differ gets its attributes fixed.
   - Entries with C(mkdir) get their folder created (mode 0755, owner root), as
     M(ansible.builtin.file) with C(state=directory) would.
+  - Entries with C(unsafe_writes) are written in place when the rename over the old file is refused
+    (EBUSY, EXDEV, EPERM, EACCES, ETXTBSY), as Ansible's C(unsafe_writes) does, for C(/etc/hosts), which a
+    container runtime bind-mounts.
+  - Entries with C(static) name a file of the role's C(files/) folder, sent as is (no templating), a
+    program such as the node health check.
   - Called through the action with O(files) as manifest entries (role, src, dest, mode, notify,
-    validate, mkdir) of C(gpucluster_host_plan.files); the action returns C(changed_files), the entries
-    that changed, so a task can notify each changed file's handlers only.
+    validate, mkdir, unsafe_writes, static) of C(gpucluster_host_plan.files); the action returns
+    C(changed_files), the entries that changed, so a task can notify each changed file's handlers only.
 options:
   files:
     description:
       - Through the action, the plan's manifest entries of the host (C(role), C(src), C(dest), C(mode),
-        and optional C(notify), C(validate), C(mkdir)); the action renders C(src) from
-        C(<template_root>/<role>/templates/) and passes C(content) to the module.
+        and optional C(notify), C(validate), C(mkdir), C(unsafe_writes), C(static)); the action renders
+        C(src) from C(<template_root>/<role>/templates/) (with C(static), reads it as is from
+        C(<template_root>/<role>/files/)) and passes C(content) to the module.
       - Called directly, each item needs C(dest), C(content) and C(mode).
     type: list
     elements: dict
@@ -138,6 +144,7 @@ def main() -> None:
                 mode=int(str(item["mode"]), 8),
                 validate=item.get("validate") or None,
                 mkdir=bool(item.get("mkdir", False)),
+                unsafe_writes=bool(item.get("unsafe_writes", False)),
             )
         )
 

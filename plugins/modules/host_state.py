@@ -11,6 +11,8 @@ version_added: 0.1.0
 description:
   - Three things a role asks of every host on every run, each in one command instead of one module call
     per item, so an idempotent run costs one module call per host and task. All three are optional.
+  - It also reads, without changing them, whether paths exist (O(exists)) and the host name (O(hostname)),
+    which would otherwise cost a M(ansible.builtin.stat) or M(ansible.builtin.hostname) call each.
   - O(packages) are only checked (one C(dpkg-query)); the ones not installed are returned in
     RV(missing_packages) and the role's M(ansible.builtin.apt) task runs only when that is not empty.
   - O(paths) are folders (created with their parents, then owner, group and mode set as
@@ -87,6 +89,18 @@ options:
         e.g. the role changed the service a timer in O(services) starts.
     type: bool
     default: false
+  exists:
+    description:
+      - Paths whose existence is read (a link counts, as M(ansible.builtin.stat)'s C(exists)), returned in
+        RV(exists); a role reads them here instead of with a M(ansible.builtin.stat) call of its own.
+    type: list
+    elements: path
+    default: []
+  hostname:
+    description:
+      - The host name the host must have; only read (the running name and C(/etc/hostname)), returned in
+        RV(hostname). The role's M(ansible.builtin.hostname) task runs only when RV(hostname.differs).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -151,6 +165,26 @@ services:
   description: How many units were compared.
   returned: always
   type: int
+exists:
+  description: Whether each path of O(exists) exists.
+  returned: always
+  type: dict
+  sample: {/usr/bin/nvidia-smi: false}
+hostname:
+  description: The running host name, the permanent one (C(/etc/hostname)), and whether either differs from O(hostname).
+  returned: when O(hostname) is set
+  type: dict
+  contains:
+    current:
+      description: The running host name.
+      type: str
+    permanent:
+      description: The content of C(/etc/hostname), stripped; empty when it is absent.
+      type: str
+    differs:
+      description: Whether either name differs from O(hostname).
+      type: bool
+  sample: {current: compute01, permanent: compute01, differs: false}
 """
 
 import json  # noqa: E402
@@ -161,6 +195,8 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.host_state import
     HostStateError,
     Wanted,
     WantedPath,
+    existing,
+    host_name,
     missing_packages,
     sync,
     sync_paths,
@@ -195,6 +231,8 @@ def main() -> None:
                 },
             },
             "daemon_reload": {"type": "bool", "default": False},
+            "exists": {"type": "list", "elements": "path", "default": []},
+            "hostname": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -237,7 +275,10 @@ def main() -> None:
         "changed_units": outcome.changed_units,
         "daemon_reload": outcome.daemon_reload,
         "services": len(wanted),
+        "exists": existing(module.params["exists"]),
     }
+    if module.params["hostname"]:
+        result["hostname"] = host_name(module.params["hostname"])
     if module._diff and (outcome.changed or changed_paths):
         units = outcome.changed_units
         before = {u: outcome.before[u] for u in units}

@@ -37,9 +37,24 @@ HOSTS: dict[str, frozenset[str] | None] = {
 }
 
 #: The fields an entry may have (the engine reads src, dest, hosts, if, plan, each; the role's
-#: tasks read mode, notify, mkdir, validate, task).
+#: tasks read mode, notify, mkdir, validate, task, unsafe_writes; static is read by both renderers:
+#: the entry's src is a file of the role's files/ folder, installed as is, not a template).
 FIELDS: frozenset[str] = frozenset(
-    {"src", "dest", "hosts", "if", "mode", "notify", "mkdir", "validate", "task", "plan", "each"}
+    {
+        "src",
+        "dest",
+        "hosts",
+        "if",
+        "mode",
+        "notify",
+        "mkdir",
+        "validate",
+        "task",
+        "plan",
+        "each",
+        "unsafe_writes",
+        "static",
+    }
 )
 
 #: Roles that belong to one scheduler path: their files go only to a plan with that scheduler
@@ -89,10 +104,12 @@ class RoleFile:
     validate: str | None = None
     mkdir: bool = False
     own: bool = False
+    unsafe_writes: bool = False
+    static: bool = False
 
     def entry(self) -> dict[str, Any]:
         """The manifest entry: role, template, destination and how the host_files writer installs it
-        (mode; notify, validate, mkdir and task only when set, as in the role's list)."""
+        (mode; notify, validate, mkdir, unsafe_writes, static and task only when set, as in the role's list)."""
         out: dict[str, Any] = {"role": self.role, "src": self.src, "dest": self.dest, "mode": self.mode}
         if self.notify:
             out["notify"] = list(self.notify)
@@ -100,6 +117,10 @@ class RoleFile:
             out["validate"] = self.validate
         if self.mkdir:
             out["mkdir"] = True
+        if self.unsafe_writes:
+            out["unsafe_writes"] = True
+        if self.static:
+            out["static"] = True
         if self.own:
             out["task"] = "own"
         return out
@@ -163,8 +184,14 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
         notify,
         "a list of handler names",
     )
-    for key in ("mkdir", "plan"):
+    for key in ("mkdir", "plan", "unsafe_writes", "static"):
         require(isinstance(raw.get(key, True), bool), f"{where}.{key}", raw.get(key), "true or false")
+    require(
+        not (raw.get("static") and raw.get("each")),
+        f"{where}.static",
+        raw.get("static"),
+        "false for a per-unit file (each: one file per unit needs a template)",
+    )
     validate = raw.get("validate")
     require(
         validate is None or (isinstance(validate, str) and "%s" in validate),
@@ -193,6 +220,8 @@ def _entry(role: str, index: int, raw: Any, known: Mapping[str, bool]) -> RoleFi
         validate=raw.get("validate"),
         mkdir=bool(raw.get("mkdir", False)),
         own=raw.get("task") == "own",
+        unsafe_writes=bool(raw.get("unsafe_writes", False)),
+        static=bool(raw.get("static", False)),
     )
 
 

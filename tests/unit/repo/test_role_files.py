@@ -52,9 +52,44 @@ def test_every_role_has_a_list_and_the_filter_reads_them_all() -> None:
 
 @pytest.mark.parametrize("role", HOST_ROLES)
 def test_every_template_is_listed_once_and_every_listed_template_exists(role: str) -> None:
-    listed = [f["src"] for f in ROLE_FILES[role]]
+    listed = [f["src"] for f in ROLE_FILES[role] if not f.get("static")]
     assert len(listed) == len(set(listed)), listed
     assert set(listed) == {p.name for p in (ROOT / "roles" / role / "templates").iterdir()}
+    # a copied entry (static: true) is a file of the role's files/ folder, installed as is
+    copied = [f["src"] for f in ROLE_FILES[role] if f.get("static")]
+    assert all((ROOT / "roles" / role / "files" / src).is_file() for src in copied), copied
+
+
+def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
+    """The static programs of files/ are manifest entries (static: true) at the plan's program paths,
+    written with the role's other files: no copy task of their own left (one module call per host)."""
+    plan = cluster_plan(*load_inventory("tier3"))
+    programs = {
+        "gpucluster-healthcheck": plan["health"]["modes"]["periodic"]["program"],
+        "gpucluster-ckpt-drain": plan["storage"]["checkpoint_drain"]["program"],
+        "gpucluster-oci-run": plan["containers"]["oci"]["wrapper"],
+        "gpucluster-slurm-metrics": plan["monitoring"]["slurm_queue"]["program"],
+    }
+    entries = {f["src"]: f for files in ROLE_FILES.values() for f in files if f.get("static")}
+    assert {src: f["dest"] for src, f in entries.items()} == programs
+    assert all(f["mode"] == "0755" and "task" not in f for f in entries.values())
+    assert {f["src"] for f in plan["files"]["compute01"] if f.get("static")} == {
+        "gpucluster-healthcheck",
+        "gpucluster-ckpt-drain",
+        "gpucluster-oci-run",  # tier3 runs its training containers with Slurm's oci.conf
+    }
+    assert {f["src"] for f in plan["files"]["head01"] if f.get("static")} == {"gpucluster-slurm-metrics"}
+    for role in HOST_ROLES:
+        copies = [t for t in _role_tasks(role) if "ansible.builtin.copy" in t]
+        assert not [t for t in copies if t["ansible.builtin.copy"].get("src") in programs], role
+
+
+def test_etc_hosts_is_written_in_place_where_a_rename_is_refused() -> None:
+    """/etc/hosts goes with common's other files (one call), unsafe_writes: a container runtime
+    bind-mounts it, so the writer falls back to writing it in place (ansible's unsafe_writes)."""
+    (entry,) = [f for f in ROLE_FILES["common"] if f["dest"] == "/etc/hosts"]
+    assert entry.get("unsafe_writes") is True and "task" not in entry
+    assert not [t for t in _templates("common") if t["dest"] == "/etc/hosts"]
 
 
 @pytest.mark.parametrize("role", ROLES)

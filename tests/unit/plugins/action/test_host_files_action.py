@@ -117,3 +117,31 @@ def test_an_entry_that_is_not_a_manifest_entry_is_refused(monkeypatch: pytest.Mo
     with pytest.raises(AnsibleActionFail, match="role, src and dest"):
         action.run(task_vars={})
     assert calls == []
+
+
+HOSTS = {"role": "common", "src": "hosts.j2", "dest": "/etc/hosts", "mode": "0644", "unsafe_writes": True}
+HEALTH = {
+    "role": "compute",
+    "src": "gpucluster-healthcheck",
+    "dest": "/usr/local/sbin/gpucluster-healthcheck",
+    "mode": "0755",
+    "static": True,
+}
+
+
+def test_unsafe_writes_reaches_the_module_and_copy_stays_on_the_controller() -> None:
+    sent = module_files([HOSTS, HEALTH], ["127.0.0.1 localhost\n", "#!/usr/bin/env python3\n"])
+    assert sent == [
+        {"dest": "/etc/hosts", "content": "127.0.0.1 localhost\n", "mode": "0644", "unsafe_writes": True},
+        {"dest": "/usr/local/sbin/gpucluster-healthcheck", "content": "#!/usr/bin/env python3\n", "mode": "0755"},
+    ]
+
+
+def test_a_copied_entry_is_read_from_the_roles_files_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    reply = {"changed": False, "changed_paths": [], "folders": []}
+    action, calls = _action(monkeypatch, {"files": [HOSTS, HEALTH]}, reply)
+    action.run(task_vars={})
+    assert [f["content"] for f in calls[0]["args"]["files"]] == [
+        "/c/roles/common/templates/hosts.j2\n",
+        "/c/roles/compute/files/gpucluster-healthcheck\n",  # static: files/, not templates/
+    ]

@@ -1,4 +1,4 @@
-"""render_files (plugins/action/render_files.py): no destination outside the output root."""
+"""render_files (plugins/action/render_files.py): no destination outside the output root; copied entries."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpucluster.tiers.plugins.action.render_files import ActionModule, _inside
+from ansible_collections.gpucluster.tiers.plugins.action.render_files import ActionModule, _inside, source_path
 
 
 def test_a_relative_destination_lands_under_the_root(tmp_path: Path) -> None:
@@ -53,3 +53,27 @@ def test_the_action_writes_nothing_for_a_traversing_netdev(tmp_path: Path, monke
         action.run(task_vars={})
     assert not (tmp_path / "somewhere.link").exists()
     assert not (tmp_path / "build" / "somewhere.link").exists()
+
+
+def test_a_copied_entry_is_the_files_text_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """static: true (a program of files/): make plan writes its bytes untouched, Jinja-like text included."""
+    from ansible.parsing.dataloader import DataLoader
+
+    files = tmp_path / "roles" / "compute" / "files"
+    files.mkdir(parents=True)
+    text = '#!/usr/bin/env python3\nprint("{{ not a template }} {% raw %}")\n'
+    (files / "gpucluster-healthcheck").write_text(text)
+    root = tmp_path / "build"
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    action = object.__new__(ActionModule)
+    item = {"role": "compute", "src": "gpucluster-healthcheck", "dest": "/usr/local/sbin/gpucluster-healthcheck"}
+    args: dict[str, Any] = {
+        "files": [{**item, "static": True}],
+        "dest_root": str(root),
+        "template_root": str(tmp_path / "roles"),
+    }
+    action._task = SimpleNamespace(args=args, check_mode=False)
+    action._loader = DataLoader()
+    result = action.run(task_vars={})
+    assert (root / "usr/local/sbin/gpucluster-healthcheck").read_text() == text and result["rendered"] == 1
+    assert source_path("/r", item) == "/r/compute/templates/gpucluster-healthcheck"  # without static: a template

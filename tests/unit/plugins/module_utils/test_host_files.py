@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -10,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils.host_files import HostFilesError, Wanted, sync
+from ansible_collections.gpucluster.tiers.plugins.module_utils.host_files import (
+    UNSAFE_WRITE_ERRNOS,
+    HostFilesError,
+    Wanted,
+    sync,
+)
 
 UID, GID = os.getuid(), os.getgid()
 
@@ -110,3 +116,47 @@ def test_a_second_sync_of_anything_changes_nothing(tmp_path_factory: pytest.Temp
     assert first.changed == [f.dest for f in files]
     assert sync(files, UID, GID, check=False, validator=ok).changed == []
     assert all(Path(f.dest).read_bytes() == f.content and mode(Path(f.dest)) == f.mode for f in files)
+
+
+def _refuse_rename(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    def refused(src: str, dst: str) -> None:
+        raise OSError(code, os.strerror(code), dst)
+
+    monkeypatch.setattr(os, "replace", refused)
+
+
+def test_unsafe_writes_writes_in_place_when_the_rename_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bind-mounted file (/etc/hosts in a container): the rename over it fails with EBUSY."""
+    dest = tmp_path / "hosts"
+    dest.write_bytes(b"127.0.0.1 localhost\n")
+    inode = dest.stat().st_ino
+    _refuse_rename(monkeypatch, errno.EBUSY)
+    out = sync([Wanted(str(dest), b"10.0.0.1 head01\n", 0o644, unsafe_writes=True)], UID, GID, False, ok)
+    assert out.changed == [str(dest)] and dest.read_bytes() == b"10.0.0.1 head01\n" and mode(dest) == 0o644
+    assert dest.stat().st_ino == inode  # the same file, written in place
+    assert [p.name for p in tmp_path.iterdir()] == ["hosts"]  # no temporary file left
+
+
+def test_without_unsafe_writes_a_refused_rename_fails_and_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "hosts"
+    dest.write_bytes(b"old\n")
+    _refuse_rename(monkeypatch, errno.EBUSY)
+    with pytest.raises(OSError, match="busy"):
+        sync([Wanted(str(dest), b"new\n", 0o644)], UID, GID, False, ok)
+    assert dest.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["hosts"]
+
+
+def test_unsafe_writes_falls_back_only_for_the_errors_ansible_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert {errno.EBUSY, errno.EXDEV} <= UNSAFE_WRITE_ERRNOS and errno.ENOSPC not in UNSAFE_WRITE_ERRNOS
+    dest = tmp_path / "hosts"
+    dest.write_bytes(b"old\n")
+    _refuse_rename(monkeypatch, errno.ENOSPC)
+    with pytest.raises(OSError, match="No space"):
+        sync([Wanted(str(dest), b"new\n", 0o644, unsafe_writes=True)], UID, GID, False, ok)
+    assert dest.read_bytes() == b"old\n"

@@ -328,3 +328,20 @@ def test_a_file_where_a_folder_is_planned_or_an_unknown_owner_is_an_error(tmp_pa
 def test_bad_paths_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(HostStateError, match=message):
         WantedPath(**kwargs)
+
+
+def test_the_host_name_differs_when_the_running_or_the_permanent_one_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from ansible_collections.gpucluster.tiers.plugins.module_utils.host_state import host_name
+
+    etc = tmp_path / "hostname"
+    monkeypatch.setattr(socket, "gethostname", lambda: "compute01")
+    assert host_name("compute01", str(etc)) == {"current": "compute01", "permanent": "", "differs": True}
+    etc.write_text("compute01\n")
+    assert host_name("compute01", str(etc))["differs"] is False
+    assert host_name("compute02", str(etc))["differs"] is True
+    monkeypatch.setattr(socket, "gethostname", lambda: "localhost")
+    assert host_name("compute01", str(etc)) == {"current": "localhost", "permanent": "compute01", "differs": True}

@@ -91,3 +91,20 @@ def test_a_bad_mode_or_a_failing_unit_fails_naming_it(
     host.fail = "start"
     out = run_module(capsys, services=[{"name": "munge.service", "state": "started"}])
     assert out["failed"] is True and "systemctl start -- munge.service failed" in out["msg"]
+
+
+def test_exists_and_the_host_name_are_read_in_the_same_call(
+    host: FakeSystemd, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads a role did with a stat and a hostname call of their own: no change, one call."""
+    import socket
+
+    there, link = tmp_path / "nvidia-smi", tmp_path / "broken"
+    there.write_text("")
+    link.symlink_to(tmp_path / "nowhere")
+    monkeypatch.setattr(socket, "gethostname", lambda: "compute01")
+    result = run_module(capsys, exists=[str(there), str(link), str(tmp_path / "absent")], hostname="compute01")
+    assert result["exists"] == {str(there): True, str(link): True, str(tmp_path / "absent"): False}
+    assert result["hostname"]["current"] == "compute01" and not result["changed"]
+    assert result["hostname"]["differs"] is (result["hostname"]["permanent"] != "compute01")
+    assert "hostname" not in run_module(capsys)  # only when asked

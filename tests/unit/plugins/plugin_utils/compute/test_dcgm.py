@@ -197,8 +197,8 @@ def test_units_parse_with_systemd(tmp_path: Path) -> None:
 # --- role ---------------------------------------------------------------------------------
 
 
-def _tasks() -> list[dict[str, Any]]:
-    return yaml.safe_load((ROLE / "tasks" / "gpu_stack.yml").read_text())
+def _tasks(name: str = "gpu_stack.yml") -> list[dict[str, Any]]:
+    return yaml.safe_load((ROLE / "tasks" / name).read_text())
 
 
 def test_defaults_fetch_nothing() -> None:
@@ -225,13 +225,19 @@ def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
     )
     assert "Fabric Manager" in say["ansible.builtin.debug"]["msg"]  # said too on NVSwitch boards
     assert say["when"] == "compute_gpu_repo | length == 0"
-    block = next(t for t in tasks if "block" in t)
-    assert block["when"] == "compute_gpu_repo | length > 0"
-    modules = [next(k for k in t if k.startswith("ansible.builtin.")) for t in block["block"]]
+    # the install is one include under one `when`: a host without the repository (the lab) skips one
+    # task, not one per task of the install
+    (include,) = [t for t in tasks if "ansible.builtin.include_tasks" in t]
+    assert include["ansible.builtin.include_tasks"] == "gpu_software.yml"
+    assert include["when"] == "compute_gpu_repo | length > 0"
+    assert {"compute_gpu_driver", "compute_gpu_fabricmanager", "compute_gpu_toolkit"} <= set(include["vars"])
+    modules = [next(k for k in t if k.startswith("ansible.builtin.")) for t in _tasks("gpu_software.yml")]
     assert "ansible.builtin.deb822_repository" in modules and "ansible.builtin.apt" in modules
-    # nothing outside the block installs a package or adds a source
-    outside = [next(k for k in t if k.startswith("ansible.builtin.")) for t in tasks if "block" not in t]
+    # nothing outside the include installs a package or adds a source
+    outside = [next(k for k in t if k.startswith("ansible.builtin.")) for t in tasks if t is not include]
     assert not {"ansible.builtin.apt", "ansible.builtin.deb822_repository", "ansible.builtin.get_url"} & set(outside)
+    included = [p.name for p in sorted((ROLE / "tasks").glob("*.yml")) if "gpu_software.yml" in p.read_text()]
+    assert included == ["gpu_stack.yml"]  # included from there only
 
 
 def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
@@ -253,8 +259,9 @@ def test_policy_unit_is_enabled_never_started_by_the_tasks() -> None:
 
 
 def test_services_are_started_only_with_the_repository() -> None:
-    block = next(t for t in _tasks() if "block" in t)
-    started = [t for t in block["block"] if t.get("ansible.builtin.systemd_service", {}).get("state") == "started"]
+    started = [
+        t for t in _tasks("gpu_software.yml") if t.get("ansible.builtin.systemd_service", {}).get("state") == "started"
+    ]
     fabric_manager, start = started  # Fabric Manager first (NVSwitch boards), then the GPU daemons
     assert "fabric_manager.service" in fabric_manager["ansible.builtin.systemd_service"]["name"]
     assert start["loop"] == ["nvidia-persistenced.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service"]

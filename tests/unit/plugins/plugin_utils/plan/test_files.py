@@ -16,6 +16,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly, files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import (
+    FIELDS,
     HOSTS,
     conditions,
     files_manifest,
@@ -88,6 +89,19 @@ def test_an_entry_carries_how_the_host_files_writer_installs_it(tier3: dict[str,
     assert b == {"role": "x", "src": "b.j2", "dest": "/etc/x", "mode": "0644", "task": "own"}
 
 
+def test_no_field_shadows_a_dict_method() -> None:
+    """Jinja's selectattr('copy', 'defined') finds dict.copy on every entry: no field may be named so."""
+    assert not FIELDS & set(dir(dict))
+
+
+def test_unsafe_writes_and_static_reach_the_manifest_only_when_set(tier3: dict[str, Any]) -> None:
+    lists = {"x": [_entry(src="hosts.j2", unsafe_writes=True), _entry(src="prog", mode="0755", static=True), _entry()]}
+    hosts, prog, plain = files_manifest(tier3, lists)["head01"]
+    assert hosts == {"role": "x", "src": "hosts.j2", "dest": "/etc/x", "mode": "0644", "unsafe_writes": True}
+    assert prog == {"role": "x", "src": "prog", "dest": "/etc/x", "mode": "0755", "static": True}
+    assert "unsafe_writes" not in plain and "static" not in plain
+
+
 def test_the_real_lists_reach_the_manifest_with_their_handlers(tier3: dict[str, Any]) -> None:
     head = {f["dest"]: f for f in tier3["files"]["head01"]}
     assert head["/etc/chrony/chrony.conf"]["notify"] == ["Restart chrony"]
@@ -122,6 +136,9 @@ def test_without_role_lists_every_host_has_none() -> None:
         ({"each": "network_unit"}, "task"),
         ({"validate": "nft --check --file"}, "validate"),
         ({"validate": ["nft", "%s"]}, "validate"),
+        ({"unsafe_writes": "yes"}, "unsafe_writes"),
+        ({"static": 1}, "static"),
+        ({"static": True, "each": "nfs_mount"}, "static"),
     ],
 )
 def test_a_bad_entry_names_its_file_index_and_field(tier3: dict[str, Any], fields: dict[str, Any], field: str) -> None:
