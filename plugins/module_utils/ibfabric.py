@@ -218,28 +218,9 @@ def parse_ibnetdiscover_ports(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def parse_topology_conf(text: str) -> dict[str, dict[str, list[str]]]:
-    """Slurm topology.conf lines: ``{switch: {"nodes": [...], "switches": [...]}}``."""
-    out: dict[str, dict[str, list[str]]] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        name = fields.get("SwitchName")
-        if not name:
-            continue
-        out[name] = {
-            "nodes": sorted(hostlist.expand(fields["Nodes"])) if fields.get("Nodes") else [],
-            "switches": sorted(hostlist.expand(fields["Switches"])) if fields.get("Switches") else [],
-        }
-    return out
-
-
 def planned_topology(switches: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
     """The plan's Slurm topology (``fabric.slurm_topology``: a switch each, with its ``nodes`` or
-    ``switches`` as a hostlist expression) as :func:`parse_topology_conf` reads topology.conf:
-    ``{switch: {"nodes": [...], "switches": [...]}}``."""
+    ``switches`` as a hostlist expression) expanded: ``{switch: {"nodes": [...], "switches": [...]}}``."""
     return {
         sw["name"]: {
             "nodes": sorted(hostlist.expand(sw["nodes"])) if sw.get("nodes") else [],

@@ -37,6 +37,20 @@ def lab_runner() -> Any:
     return module
 
 
+def parse_topology_conf(text: str) -> dict[str, dict[str, list[str]]]:
+    """A rendered Slurm topology.conf read back, ``{switch: {"nodes": [...], "switches": [...]}}``: the shape of
+    ibfabric.planned_topology, to check that the plan's switches say what their topology.conf says."""
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
+
+    out: dict[str, dict[str, list[str]]] = {}
+    for raw in text.splitlines():
+        fields = dict(kv.split("=", 1) for kv in raw.split("#", 1)[0].split() if "=" in kv)
+        if fields.get("SwitchName"):
+            members = {key: fields.get(key) for key in ("Nodes", "Switches")}
+            out[fields["SwitchName"]] = {k.lower(): sorted(hostlist.expand(v)) if v else [] for k, v in members.items()}
+    return out
+
+
 TIERS = ("tier1", "tier2", "tier3", "tier4")
 
 # Shared by the block_guard (module_utils) and block_device_guard (module) tests: the local NVMe

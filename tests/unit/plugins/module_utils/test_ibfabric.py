@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import ROOT, fabric, host_link
+from conftest import ROOT, fabric, host_link, parse_topology_conf
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric_mod
@@ -198,7 +198,7 @@ def test_the_plans_topology_reads_as_its_topology_conf() -> None:
     for planned in (two_unit_fabric(), three_tier_fabric(), fabric("tier3"), fabric("tier4")):
         switches = planned["slurm_topology"]
         text = fabric_mod.topology_conf_text(switches)
-        assert ibfabric.planned_topology(switches) == ibfabric.parse_topology_conf(text)
+        assert ibfabric.planned_topology(switches) == parse_topology_conf(text)
     assert ibfabric.planned_topology(three_tier_fabric()["slurm_topology"])["pod02"] == {
         "nodes": [],
         "switches": ["su03", "su04"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import parse_topology_conf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -328,7 +329,7 @@ def test_the_topology_data_says_what_its_topology_conf_says(nodes: int, rails: i
         return  # a size the radix cannot reach (another test checks that message)
     switches = slurm_topology(c)
     planned = ibfabric.planned_topology(switches)
-    assert planned == ibfabric.parse_topology_conf(topology_conf_text(switches))
+    assert planned == parse_topology_conf(topology_conf_text(switches))
     placed = [node for sw in planned.values() for node in sw["nodes"]]
     assert sorted(placed) == sorted(computes(nodes))
     assert all(set(sw["switches"]) <= set(planned) for sw in planned.values())
