@@ -163,7 +163,8 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
     """The controllers, StateSaveLocation, its mount and SlurmctldTimeout.
 
     ``section``: ``gpucluster_slurm`` (or None); ``lab``: ``gpucluster_lab`` when enabled, whose
-    ``slurmctld_timeout_s`` shortens the failover wait of the lab's test."""
+    ``slurmctld_timeout_s`` shortens the failover wait of the lab's test and whose ``slurmctld_kill_mode``
+    goes into slurmctld's drop-in (docs/lab.md)."""
     section = section if isinstance(section, dict) else {}
     location = section.get("state_save_location")
     mount = section.get("state_save_mount")
@@ -197,6 +198,8 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
         "state_save_location": where,
         "state_save_mount": state.as_dict() if state else None,
         "slurmctld_timeout_s": timeout,
+        # the lab's KillMode for slurmctld's drop-in (gpucluster_lab.slurmctld_kill_mode; none on real hosts)
+        "slurmctld_kill_mode": lab.get("slurmctld_kill_mode"),
     }
 
 

@@ -39,6 +39,7 @@ def test_one_controller_keeps_its_state_on_the_head() -> None:
         "state_save_mount": None,
         "slurmctld_timeout_s": 120,  # slurm.conf(5) default [SL20]
         "primary_on": None,  # no takeover: no hook
+        "slurmctld_kill_mode": None,  # systemd's default: only the lab sets one (gpucluster_lab)
     }
 
 
@@ -82,10 +83,10 @@ def test_the_lab_shortens_the_timeout_and_lustre_has_its_own_options() -> None:
         "state_save_location": "/ctl",
         "state_save_mount": {"what": "10.0.2.10@o2ib0:/aifs/slurm", "type": "lustre"},
     }
-    plan = ha.ha_plan(
-        section, primary="head01", backups=["ctl02"], addresses=ADDRESSES, lab={"slurmctld_timeout_s": 30}
-    )
+    lab = {"slurmctld_timeout_s": 30, "slurmctld_kill_mode": "process"}
+    plan = ha.ha_plan(section, primary="head01", backups=["ctl02"], addresses=ADDRESSES, lab=lab)
     assert plan["slurmctld_timeout_s"] == 30
+    assert plan["slurmctld_kill_mode"] == "process"  # the lab's drop-in (cgroup v1 containers, docs/lab.md)
     assert plan["state_save_mount"]["options"] == "defaults,_netdev,flock"
 
 
