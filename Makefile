@@ -8,7 +8,7 @@ INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup setup-collections deps plan test lint sanity unit integration molecule bench-plan bench-site clean
+.PHONY: help setup setup-collections deps plan test lint sanity unit golden integration molecule bench-plan bench-site clean
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
@@ -65,6 +65,9 @@ sanity: setup ## ansible-test sanity on the built collection (tools/sanity/run.p
 
 unit: setup ## pytest: engine, filters, modules, parsers
 	$(BIN)/pytest
+
+golden: setup ## rewrite tests/unit/repo/golden/host-files.txt (every host file make plan renders); review its diff
+	GPUCLUSTER_UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/repo/test_plan_playbook.py -k golden_list
 
 integration: setup ## the built tarball installed elsewhere: dependencies, plan playbook by FQCN (tests/integration)
 	$(BIN)/pytest tests/integration
