@@ -69,6 +69,10 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-ckpt-drain": plan["storage"]["checkpoint_drain"]["program"],
         "gpucluster-oci-run": plan["containers"]["oci"]["wrapper"],
         "gpucluster-slurm-metrics": plan["monitoring"]["slurm_queue"]["program"],
+        # tier4's controllers have a backup: the takeover hook
+        "gpucluster-slurmctld-primary-on": cluster_plan(*load_inventory("tier4"))["slurm"]["ha"]["primary_on"][
+            "program"
+        ],
     }
     entries = {f["src"]: f for files in ROLE_FILES.values() for f in files if f.get("static")}
     assert {src: f["dest"] for src, f in entries.items()} == programs

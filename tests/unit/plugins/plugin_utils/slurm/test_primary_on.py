@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import ROOT, load_script
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import PRIMARY_ON_PROGRAM
 
 HOOK = load_script(ROOT / "roles" / "slurm" / "files" / "gpucluster-slurmctld-primary-on", "primary_on")
 DATA = ROOT / "tests" / "data" / "slurm"
@@ -191,8 +194,9 @@ def test_the_off_program_starts_the_hook_only_on_a_backup_that_had_control(tmp_p
 
 
 def test_the_script_is_what_the_role_installs() -> None:
-    tasks = (ROOT / "roles" / "slurm" / "tasks" / "ha.yml").read_text()
-    assert "src: gpucluster-slurmctld-primary-on" in tasks
+    files = yaml.safe_load((ROOT / "roles" / "slurm" / "vars" / "files.yml").read_text())["slurm_files"]
+    (entry,) = [f for f in files if f["src"] == "gpucluster-slurmctld-primary-on"]
+    assert entry["static"] is True and entry["dest"] == PRIMARY_ON_PROGRAM and entry["mode"] == "0755"
     assert Path(HOOK.__file__).stat().st_mode & 0o111
 
 
