@@ -395,6 +395,18 @@ def nccl_conf_text(conf: Mapping[str, Any]) -> str:
     return str(_run("nccl_conf_text", nccl.nccl_conf_text, conf))
 
 
+def nccl_topology_xml(tree: Mapping[str, Any]) -> str:
+    """NCCL_TOPO_FILE (/etc/nccl/topo.xml) from the plan's PCI tree (plan.nccl.topology_tree)."""
+    if not isinstance(tree, Mapping) or "cpus" not in tree:
+        raise AnsibleFilterError(
+            "gpucluster.tiers.nccl_topology_xml: input must be the plan's nccl.topology_tree "
+            "(set when gpucluster_node.nccl_topology is file)"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import nccl
+
+    return str(_run("nccl_topology_xml", nccl.topology_xml_text, tree))
+
+
 def _mount(name: str, mount: Any) -> Mapping[str, Any]:
     keys = ("what", "where", "type", "options")
     if not isinstance(mount, Mapping) or any(k not in mount for k in keys):
@@ -569,6 +581,7 @@ class FilterModule:
             "prometheus_rules": prometheus_rules,
             "prometheus_rule_tests": prometheus_rule_tests,
             "nccl_conf_text": nccl_conf_text,
+            "nccl_topology_xml": nccl_topology_xml,
             "nfs_mount_unit": nfs_mount_unit,
             "slurm_state_mount_unit": slurm_state_mount_unit,
             "beegfs_conf": beegfs_conf,

@@ -17,6 +17,7 @@ Sources: docs/sources.md §2 (NCCL 2.30 docs [N1] and source [N2]) and 7 (RoCE).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -213,7 +214,7 @@ def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type
     return devices
 
 
-def nccl_topology_xml(
+def nccl_topology(
     *,
     gpus: list[dict[str, Any]],
     nics: list[dict[str, Any]],
@@ -221,8 +222,10 @@ def nccl_topology_xml(
     pcie_gen: int = 5,
     link_width: int = 16,
     field: str = "gpucluster_node",
-) -> str:
-    """The node's PCI tree for NCCL_TOPO_FILE: <cpu numaid> > <pci switch> > <pci GPU> and <pci NIC><nic><net>.
+) -> dict[str, Any]:
+    """The node's PCI tree for NCCL_TOPO_FILE, as data: CPUs (NUMA nodes) > PCIe switches > GPUs and NICs.
+    :func:`topology_xml_text` (filter gpucluster.tiers.nccl_topology_xml) writes it as the file
+    <cpu numaid> > <pci switch> > <pci GPU> and <pci NIC><nic><net>.
 
     Only for sites that opt in (``gpucluster_node.nccl_topology: file``, e.g. virtual machines whose PCI tree is
     hidden). NCCL reads this file before detection and keeps its placement: a GPU or NIC found here by bus id
@@ -239,21 +242,47 @@ def nccl_topology_xml(
     check_choice(fabric_type, "gpucluster_fabric.type", RDMA_FABRICS)
     speed = PCIE_LINK_SPEED.get(int(check_range(pcie_gen, f"{field}.pcie_gen", 3, 6, integer=True)))
     width = str(check_range(link_width, f"{field}.pcie_link_width", 1, 32, integer=True))
-    link = f"link_speed={quoteattr(str(speed))} link_width={quoteattr(width)}"
     tree: dict[int, dict[str, list[_Device]]] = {}
     for d in _devices(gpus, nics, fabric_type, field):
         tree.setdefault(int(d.numa or 0), {}).setdefault(d.switch, []).append(d)
+    return {
+        "link_speed": speed,
+        "link_width": width,
+        "cpus": [
+            {
+                "numaid": str(numa),
+                "switches": [
+                    {
+                        "busid": switch,
+                        "class": PCI_CLASS["bridge"],
+                        "devices": [
+                            {"busid": d.bus, "class": d.pci_class, "net": d.net}
+                            for d in sorted(tree[numa][switch], key=lambda x: x.bus)
+                        ],
+                    }
+                    for switch in sorted(tree[numa])
+                ],
+            }
+            for numa in sorted(tree)
+        ],
+    }
+
+
+def topology_xml_text(topology: Mapping[str, Any]) -> str:
+    """The NCCL_TOPO_FILE text of a :func:`nccl_topology` tree (the plan's ``nccl.topology_tree``): NCCL's
+    dump format, every attribute quoted (saxutils.quoteattr), link speed and width on every <pci>."""
+    link = f"link_speed={quoteattr(str(topology['link_speed']))} link_width={quoteattr(str(topology['link_width']))}"
     lines = ['<system version="1">']
-    for numa in sorted(tree):
-        lines.append(f"  <cpu numaid={quoteattr(str(numa))}>")
-        for switch in sorted(tree[numa]):
-            lines.append(f"    <pci busid={quoteattr(switch)} class={quoteattr(PCI_CLASS['bridge'])} {link}>")
-            for d in sorted(tree[numa][switch], key=lambda x: x.bus):
-                head = f"      <pci busid={quoteattr(d.bus)} class={quoteattr(d.pci_class)} {link}"
-                if d.net is None:
+    for cpu in topology["cpus"]:
+        lines.append(f"  <cpu numaid={quoteattr(str(cpu['numaid']))}>")
+        for switch in cpu["switches"]:
+            lines.append(f"    <pci busid={quoteattr(switch['busid'])} class={quoteattr(switch['class'])} {link}>")
+            for d in switch["devices"]:
+                head = f"      <pci busid={quoteattr(d['busid'])} class={quoteattr(d['class'])} {link}"
+                if d["net"] is None:
                     lines.append(head + "/>")
                 else:
-                    lines += [head + ">", "        <nic>", f"          <net name={quoteattr(d.net)}/>"]
+                    lines += [head + ">", "        <nic>", f"          <net name={quoteattr(d['net'])}/>"]
                     lines += ["        </nic>", "      </pci>"]
             lines.append("    </pci>")
         lines.append("  </cpu>")

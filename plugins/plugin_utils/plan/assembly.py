@@ -346,7 +346,7 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
             "conf": {},
             "topology": choice,
             "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
-            "topology_xml": "",
+            "topology_tree": None,
             "topo_file": None,
             "intra_node": intra,
         }
@@ -365,7 +365,7 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
     if fab["roce"]:
         # the ToS the hosts' RoCE setup uses (fabric_host.roce_settings): one value, never two
         conf["NCCL_IB_TC"] = str(fab["roce"]["traffic_class"])
-    xml = ""
+    tree = None
     if topo_file:
         require(
             ftype in RDMA_FABRICS,
@@ -373,7 +373,7 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
             choice,
             "detect when gpucluster_fabric.type is tcp (the file places RDMA NICs)",
         )
-        xml = nccl.nccl_topology_xml(
+        tree = nccl.nccl_topology(
             gpus=[vars(g) for g in site.node.gpus],
             nics=[vars(n) for n in site.node.nics],  # all of them: error fields index gpucluster_node.nics
             fabric_type=ftype,
@@ -389,7 +389,7 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
         "conf": conf,
         "topology": choice,
         "topology_reason": reason,
-        "topology_xml": xml,
+        "topology_tree": tree,  # the file's PCI tree (filter nccl_topology_xml renders it)
         "topo_file": topo_file,  # None: no file (the compute role removes a stale one)
         "intra_node": intra,
     }

@@ -18,13 +18,21 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl impo
     PCIE_LINK_SPEED,
     nccl_conf,
     nccl_conf_text,
-    nccl_topology_xml,
+    nccl_topology,
     roce_traffic_class,
+    topology_xml_text,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import NCCL_TOPO_FILE
 
 HCAS = [f"mlx5_{i}" for i in range(8)]
+
+
+def nccl_topology_xml(**kwargs: Any) -> str:
+    """The topology file of a node: the plan's tree (nccl_topology) as the filter writes it."""
+    return topology_xml_text(nccl_topology(**kwargs))
+
+
 BASE = dict(topology="rail_optimized", compute_hcas=HCAS, socket_ifname="eno1", nodes=4)
 
 
@@ -94,7 +102,7 @@ def test_reference_tiers_write_no_topology_file(tier: str) -> None:
     plan = cluster_plan(*load_inventory(tier))
     nccl = plan["nccl"]
     assert nccl["enabled"] and nccl["topology"] == "detect"
-    assert nccl["topo_file"] is None and nccl["topology_xml"] == ""
+    assert nccl["topo_file"] is None and nccl["topology_tree"] is None
     assert "NCCL_TOPO_FILE" not in nccl["conf"] and "NCCL_TOPO_FILE" not in nccl_conf_text(nccl["conf"])
     assert "sysfs" in nccl["topology_reason"] and "\n" not in nccl["topology_reason"]
     for host, files in plan["files"].items():
@@ -133,7 +141,7 @@ def test_tier3_opt_in_places_each_gpu_under_its_nics_switch() -> None:
     nccl = plan["nccl"]
     assert nccl["topology"] == "file" and nccl["topo_file"] == NCCL_TOPO_FILE == "/etc/nccl/topo.xml"
     assert nccl["conf"]["NCCL_TOPO_FILE"] == NCCL_TOPO_FILE
-    root = ET.fromstring(nccl["topology_xml"])
+    root = ET.fromstring(topology_xml_text(nccl["topology_tree"]))
     assert root.tag == "system" and root.get("version") == "1"
     assert [c.get("numaid") for c in root.findall("cpu")] == ["0", "1"]
     # every <pci> directly under a <cpu> is a switch; devices sit below switches only
@@ -161,7 +169,9 @@ def test_tier3_opt_in_places_each_gpu_under_its_nics_switch() -> None:
     for host, files in plan["files"].items():
         has = NCCL_TOPO_FILE in [f["dest"] for f in files]
         assert has == ("compute" in plan["hosts"][host]["roles"]), host
-    assert render_role_template("compute", "nccl-topo.xml.j2", plan, "compute01") == nccl["topology_xml"]
+    assert render_role_template("compute", "nccl-topo.xml.j2", plan, "compute01") == topology_xml_text(
+        nccl["topology_tree"]
+    )
 
 
 def test_link_speed_is_a_string_nccl_parses() -> None:
@@ -169,7 +179,7 @@ def test_link_speed_is_a_string_nccl_parses() -> None:
     assert PCIE_LINK_SPEED[5] == "32.0 GT/s PCIe"
     site, groups = _opted_in()
     site["gpucluster_node"]["pcie_gen"] = 4
-    root = ET.fromstring(cluster_plan(site, groups)["nccl"]["topology_xml"])
+    root = ET.fromstring(topology_xml_text(cluster_plan(site, groups)["nccl"]["topology_tree"]))
     assert {p.get("link_speed") for p in root.iter("pci")} == {"16.0 GT/s PCIe"}
 
 
@@ -178,7 +188,7 @@ def test_roce_nics_are_ethernet_class() -> None:
     site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "type": "roce"}
     site["gpucluster_fabric"].pop("infiniband", None)
     site["gpucluster_fabric"].pop("subnet_manager", None)
-    root = ET.fromstring(cluster_plan(site, groups)["nccl"]["topology_xml"])
+    root = ET.fromstring(topology_xml_text(cluster_plan(site, groups)["nccl"]["topology_tree"]))
     classes = {p.get("class") for p in root.iter("pci") if p.find("nic") is not None}
     assert classes == {"0x020000"}
 

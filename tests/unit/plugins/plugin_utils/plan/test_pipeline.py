@@ -102,6 +102,12 @@ def test_the_removed_documents_stay_out_of_the_plan() -> None:
     assert nvme["targets"] and all("config_json" not in t for t in nvme["targets"].values())
     assert "discovery_conf" not in nvme and nvme["target_modules"] == ["nvmet", "nvmet-rdma"]
     assert "topology_conf" not in tier4["fabric"] and tier4["fabric"]["slurm_topology"]
+    # a site that opts in to NCCL's topology file: its PCI tree as data (filter nccl_topology_xml)
+    site_vars, groups = load_inventory("tier3")
+    site_vars = copy.deepcopy(site_vars)
+    site_vars["gpucluster_node"]["nccl_topology"] = "file"
+    opted = cluster_plan(site_vars, groups)["nccl"]
+    assert "topology_xml" not in opted and opted["topology_tree"]["cpus"] and _documents(opted) == []
 
 
 def test_the_plan_package_does_not_import_report() -> None:
