@@ -96,6 +96,9 @@ def test_no_slurm_on_the_node(hosts: dict[str, Any], nodes: list[str]) -> None:
         slurmd = host.service("slurmd")
         assert not slurmd.is_running, name
         assert not slurmd.is_enabled, name
+        # nor Slurm's authentication: no munge key (the lab's image has the package), munge not running
+        assert not host.file("/etc/munge/munge.key").exists, name
+        assert not host.service("munge").is_running, name
 
 
 def test_health_check_timer_runs_it(hosts: dict[str, Any], plan: dict[str, Any], nodes: list[str]) -> None:

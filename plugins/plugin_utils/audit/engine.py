@@ -44,7 +44,7 @@ DRAIN_PREFIX = "gpucluster-audit:"
 
 #: Units each host role runs (the roles' tasks: common/main.yml, munge.yml, head/main.yml,
 #: slurm/main.yml, slurm/accounting.yml). Lab-only differences: none of these.
-SERVICES_ALL: tuple[str, ...] = ("chrony", "munge", "prometheus-node-exporter", "gpucluster-nftables")
+SERVICES_ALL: tuple[str, ...] = ("chrony", "prometheus-node-exporter", "gpucluster-nftables")
 SERVICES_HEAD: tuple[str, ...] = ("prometheus", "prometheus-alertmanager")
 #: Units whose stop stops jobs or the cluster: critical; any other planned unit stopped: warning.
 CRITICAL_UNITS: frozenset[str] = frozenset({"munge", "slurmd", "slurmctld", "gpucluster-nftables"})
@@ -83,6 +83,7 @@ def expected_services(view: Mapping[str, Any], host: str) -> list[str]:
     if "head" in roles:
         units += SERVICES_HEAD
     if _slurm(view):
+        units.append("munge")  # Slurm's authentication, on every host of a Slurm cluster (common role)
         if roles & {"head", "slurm_backup"}:
             units.append("slurmctld")
         if "head" in roles and (view.get("slurm") or {}).get("accounting"):
