@@ -172,6 +172,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/slurm/topology.conf",
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/etc/systemd/system/var-spool-slurmctld.mount",  # the planned mount unit (each: slurm_state_mount)
+        "/usr/local/sbin/gpucluster-slurmctld-primary-on",  # SlurmctldPrimaryOnProg, the takeover hook
         "/etc/slurm/gpucluster-primary-on.json",
         "/usr/local/sbin/gpucluster-slurmctld-primary-off",  # SlurmctldPrimaryOffProg, a shell wrapper
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
@@ -180,6 +181,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
     head = {f["dest"] for f in tier4["files"]["head01"]}
     controller = {
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
+        "/usr/local/sbin/gpucluster-slurmctld-primary-on",  # SlurmctldPrimaryOnProg, the takeover hook
         "/etc/slurm/gpucluster-primary-on.json",
         "/usr/local/sbin/gpucluster-slurmctld-primary-off",  # SlurmctldPrimaryOffProg, a shell wrapper
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
