@@ -95,10 +95,10 @@ def as_planned(plan: dict[str, Any], host: str, req: dict[str, Any]) -> dict[str
         }
     if req["slurm_nodes"]:
         nodes = {}
-        for line in plan["slurm"]["node_line"].splitlines():
-            fields = dict(t.split("=", 1) for t in line.split() if "=" in t)
-            for node in hostlist.expand(fields["NodeName"]):
-                nodes[node] = {"gres": fields["Gres"], "features": fields["Features"], "state": "IDLE"}
+        for line in plan["slurm"]["nodes"]:
+            features = ",".join(line["features"])
+            for node in hostlist.expand(line["nodes"]):
+                nodes[node] = {"gres": line["gres"], "features": features, "state": "IDLE"}
         facts["slurm"] = {"state": "ok", "reason": None, "nodes": nodes}
     if req["job_env_nodes"]:
         # what the head's one srun prints for every node: the plan's NCCL_DEBUG (a value equal to the plan's)

@@ -632,26 +632,20 @@ def _gres_set(text: str | None) -> set[str]:
     return out
 
 
-def _node_line_fields(line: str) -> dict[str, str]:
-    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-
-
 def slurm_findings(
     plan: Mapping[str, Any], slurm: Mapping[str, Any] | None, unchecked: list[dict[str, str]]
 ) -> list[Finding]:
-    """Slurm's view (``scontrol -o show node`` on the head) against the plan's node lines."""
+    """Slurm's view (``scontrol -o show node`` on the head) against the plan's slurm.conf node lines
+    (``slurm.nodes``: a host list, its Gres and Features each)."""
     if not _slurm(plan) or _not_read(slurm, str((plan.get("cluster") or {}).get("head")), "slurm", unchecked):
         return []
     nodes = slurm.get("nodes") or {}
     out: list[Finding] = []
-    text = str((plan.get("slurm") or {}).get("node_line") or "")
-    lines = [ln for ln in text.splitlines() if ln.startswith("NodeName=")]
     head = (plan.get("cluster") or {}).get("head")
-    for line in lines:
-        fields = _node_line_fields(line)
-        want_gres = _gres_set(fields.get("Gres"))
-        want_features = set(filter(None, (fields.get("Features") or "").split(",")))
-        for node in hostlist.expand(fields["NodeName"]):
+    for line in (plan.get("slurm") or {}).get("nodes") or []:
+        want_gres = _gres_set(line.get("gres"))
+        want_features = set(filter(None, line.get("features") or []))
+        for node in hostlist.expand(line["nodes"]):
             got = nodes.get(node)
             if got is None:
                 out.append(

@@ -118,7 +118,7 @@ def _dns(name: str) -> str:
 
 def _node_shape(plan: dict[str, Any], memory_mib: int | None = None) -> NodeShape:
     slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/settings.py), computed once
-    cpus = int(str(slurm["node_line"]).split("CPUs=")[1].split()[0])
+    cpus = int(slurm["nodes"][0]["cpus"])  # every NodeName line has the node's CPUs (one gpucluster_node)
     gpus = int(plan["cluster"]["gpus_per_node"])
     after_os = int(slurm["real_memory_mib"])  # capacity less system-reserved memory (the OS reserve)
     # one RDMA share per GPU: at most one pod per GPU needs the HCAs (rdmaHcaMax below)

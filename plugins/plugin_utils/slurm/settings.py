@@ -18,6 +18,7 @@ slurm.conf(5) and sacctmgr(1) of Slurm 22.05.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
@@ -37,8 +38,35 @@ PRODUCTION = {
 #: Memory kept for the OS, slurmd and page cache: 5 % of RAM, at least 4 GiB (MemSpecLimit practice, 8.3).
 OS_RESERVE_FRACTION = 0.05
 OS_RESERVE_MIN_MIB = 4096
+#: slurm.conf NodeName Boards=: baseboards per node, one on a GPU server (slurm.conf(5) NodeName, Boards,
+#: default 1; docs/sources.md [SL4], https://slurm.schedmd.com/slurm.conf.html#OPT_Boards).
+BOARDS = 1
+#: slurm.conf NodeName State=: UNKNOWN, slurmctld takes the node's state from slurmd's registration
+#: (slurm.conf(5) NodeName, State; [SL4]).
+NODE_STATE = "UNKNOWN"
 HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-healthcheck"
 HEALTH_CHECK_INTERVAL_S = 300  # OpenHPC/NHC recipe: every five minutes (docs/sources.md §8.4)
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One slurm.conf NodeName line as data (``slurm.nodes[]``), its fields in the line's order:
+    ``nodes`` a host list, ``gres`` the line's ``Gres=`` (``gpu:<type>:<n>``, comma-separated per MIG
+    profile), ``features`` the ``Features=`` names in order (slurm/accounting.py)."""
+
+    nodes: str
+    cpus: int
+    boards: int
+    sockets_per_board: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory: int
+    gres: str
+    features: list[str]
+    state: str = NODE_STATE
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _gpu_type(model: str) -> str:
@@ -115,14 +143,22 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         # compute node has the same hardware (one gpucluster_node), and Weight only orders unequal nodes
         # (slurm.conf(5), NodeName ... Weight: "lowest weight which satisfies their requirements")
         # MIG nodes (compute/mig.py) get a line of their own: Gres=gpu:<profile>:<n> per MIG profile
-        "node_line": "\n".join(
-            f"NodeName={nodes} CPUs={node.cores * node.threads_per_core} Boards=1 "
-            f"SocketsPerBoard={node.cpu_sockets} CoresPerSocket={node.cores_per_socket} "
-            f"ThreadsPerCore={node.threads_per_core} RealMemory={real_memory} "
-            f"Gres={gres} Features={','.join(group['features'])} State=UNKNOWN"
+        # (data: the template writes each as a line; the audit, the Kubernetes path and tools/bench read it)
+        "nodes": [
+            SlurmNode(
+                nodes=nodes,
+                cpus=node.cores * node.threads_per_core,
+                boards=BOARDS,
+                sockets_per_board=node.cpu_sockets,
+                cores_per_socket=node.cores_per_socket,
+                threads_per_core=node.threads_per_core,
+                real_memory=real_memory,
+                gres=gres,
+                features=list(group["features"]),
+            ).as_dict()
             for group in acct["node_features"]
             for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
-        ),
+        ],
         "accounting": acct,
         "accounting_tres": mig.accounting_tres(plan["gpu"].get("mig"), gtype),
         "real_memory_mib": real_memory,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cluster_plan, load_inventory
+from conftest import cluster_plan, load_inventory, render_role_template
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,10 +93,10 @@ def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
         }
     if req["slurm_nodes"]:
         nodes = {}
-        for line in plan["slurm"]["node_line"].splitlines():
-            fields = dict(t.split("=", 1) for t in line.split() if "=" in t)
-            for node in hostlist.expand(fields["NodeName"]):
-                nodes[node] = {"gres": fields["Gres"] + "(S:0-1)", "features": fields["Features"], "state": "IDLE"}
+        for line in plan["slurm"]["nodes"]:
+            features = ",".join(line["features"])
+            for node in hostlist.expand(line["nodes"]):
+                nodes[node] = {"gres": line["gres"] + "(S:0-1)", "features": features, "state": "IDLE"}
         facts["slurm"] = {"state": "ok", "reason": None, "nodes": nodes}
     if req["job_env_nodes"]:
         # the nodes' job environment: nothing but what /etc/nccl.conf says too (a redundant value is no drift)
@@ -354,6 +354,30 @@ def test_slurm_gres_and_features_off_plan_and_an_unknown_node() -> None:
     ]
     assert result["findings"][0]["planned"] == "gpu:h100:8"
     assert result["findings"][0]["found"] == "gpu:h100:4"
+
+
+def test_slurm_as_slurm_conf_says_has_no_finding_and_a_mig_node_off_plan_is_found() -> None:
+    """The audit reads slurm.nodes (data): slurmctld's view of the rendered slurm.conf's NodeName lines (a
+    MIG site: a line per layout, several GPU types in a Gres) matches it; a MIG node whose slurmd reports
+    whole GPUs is a Gres finding naming the planned MIG types."""
+    plan = cluster_plan(*load_inventory("examples/tier2-mig"))
+    data = collected(plan)
+    head = plan["cluster"]["head"]
+    conf = render_role_template("slurm", "slurm.conf.j2", plan, head)
+    seen = {}
+    for line in conf.splitlines():
+        if line.startswith("NodeName="):
+            fields = dict(part.split("=", 1) for part in line.split())
+            for node in hostlist.expand(fields["NodeName"]):
+                seen[node] = {"gres": fields["Gres"] + "(S:0-1)", "features": fields["Features"], "state": "IDLE"}
+    assert len({v["gres"] for v in seen.values()}) > 1 and sorted(seen) == compute_of(plan)
+    data["hosts"][head]["slurm"]["nodes"] = seen
+    assert engine.audit(plan, data)["findings"] == []
+    planned = seen["compute01"]["gres"].split("(")[0]
+    seen["compute01"]["gres"] = "gpu:h100:8(S:0-1)"
+    f = only(engine.audit(plan, data))
+    assert (f["host"], f["check"], f["subject"], f["found"]) == ("compute01", "slurm", "Gres", "gpu:h100:8")
+    assert f["planned"] == ",".join(sorted(planned.split(","))) and "gpu:h100:8" not in f["planned"]
 
 
 def test_recorded_scontrol_output_against_the_plan() -> None:

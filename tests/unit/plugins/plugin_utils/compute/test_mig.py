@@ -196,7 +196,7 @@ def test_no_policy_no_mig_and_the_reference_slurm_lines_stay() -> None:
     site, groups = load_inventory("tier2")
     plan = cluster_plan(copy.deepcopy(site), groups)
     assert plan["gpu"]["mig"] is None
-    assert "Gres=gpu:h100:8 " in plan["slurm"]["node_line"]
+    assert [n["gres"] for n in plan["slurm"]["nodes"]] == ["gpu:h100:8"]
     assert not any("AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
     assert plan["slurm"]["accounting_tres"] == "gres/gpu"
     assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in plan["files"]["compute01"])
@@ -230,12 +230,11 @@ def test_the_mig_parted_config_has_mig_parteds_format() -> None:
 
 def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
     plan = _tier2(POLICY)
-    lines = plan["slurm"]["node_line"].splitlines()
-    assert any(
-        line.startswith("NodeName=compute01 ") and "Gres=gpu:1g.10gb:16,gpu:2g.20gb:8,gpu:3g.40gb:8 " in line
-        for line in lines
-    )
-    assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:1g.10gb:28,gpu:h100:4 " in line for line in lines)
+    lines = {n["nodes"]: n["gres"] for n in plan["slurm"]["nodes"]}
+    assert lines == {
+        "compute01": "gpu:1g.10gb:16,gpu:2g.20gb:8,gpu:3g.40gb:8",
+        "compute02": "gpu:1g.10gb:28,gpu:h100:4",
+    }
     assert plan["slurm"]["gres_conf_lines"] == ["NodeName=compute[01-02] AutoDetect=nvml"]
     # accounting counts every GPU (gres/gpu) and each planned MIG profile and the whole GPUs by name
     assert (
@@ -285,9 +284,8 @@ def test_site_set_mig_billing_weight_and_its_errors() -> None:
 def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:
     plan = _tier2([{"nodes": ["compute02"], "profiles": ["7g.80gb"]}])
     assert plan["gpu"]["mig"]["host_config"]["compute01"] == "all-disabled"
-    lines = plan["slurm"]["node_line"].splitlines()
-    assert any(line.startswith("NodeName=compute01 ") and "Gres=gpu:h100:8 " in line for line in lines)
-    assert any(line.startswith("NodeName=compute02 ") and "Gres=gpu:7g.80gb:8 " in line for line in lines)
+    lines = {n["nodes"]: n["gres"] for n in plan["slurm"]["nodes"]}
+    assert lines == {"compute01": "gpu:h100:8", "compute02": "gpu:7g.80gb:8"}
     gres = plan["slurm"]["gres_conf_lines"]
     assert gres[0] == "NodeName=compute02 AutoDetect=nvml"
     assert all(line.startswith("NodeName=compute01 Name=gpu Type=h100 File=/dev/nvidia") for line in gres[1:])

@@ -518,7 +518,7 @@ DRIFTS = {
     "gres one GPU short": lambda p: p["slurm"].update(
         gres_conf_lines=_swap(p["slurm"]["gres_conf_lines"], "nvidia[4-7]", "nvidia[4-6]")
     ),
-    "slurm.conf GPU count": lambda p: p["slurm"].update(node_line=_replace(p["slurm"]["node_line"], ":8 ", ":4 ")),
+    "slurm.conf GPU count": lambda p: [n.update(gres=_replace(n["gres"], ":8", ":4")) for n in p["slurm"]["nodes"]],
     "health temperature": lambda p: p["health"]["gpu"].update(temp_critical_c=92),
     "rack kW uncapped": lambda p: p["power"].update(rack_kw=40.8),  # 4 x (8 x 700 W + 4600 W)
 }

@@ -48,9 +48,6 @@ DOCUMENTS_ALLOWED: dict[str, str] = {
     # mig-parted's configs follow the compute hosts' first use of each layout, an order plan.json's sorted
     # keys lose; the Kubernetes path's ConfigMap (kubernetes/manifests.py) embeds the same text
     "gpu.mig.parted_yaml": "mig-parted config: its configs' order is not in the data yet (follow-up)",
-    # slurm.conf's NodeName lines, one per node shape (a MIG layout is one): read by the audit, the
-    # Kubernetes path and tools/bench as text
-    "slurm.node_line": "slurm.conf NodeName lines, one per node shape: parsed as text by the audit (follow-up)",
 }
 
 
@@ -102,6 +99,8 @@ def test_the_removed_documents_stay_out_of_the_plan() -> None:
     assert nvme["targets"] and all("config_json" not in t for t in nvme["targets"].values())
     assert "discovery_conf" not in nvme and nvme["target_modules"] == ["nvmet", "nvmet-rdma"]
     assert "topology_conf" not in tier4["fabric"] and tier4["fabric"]["slurm_topology"]
+    # slurm.conf's NodeName lines: a mapping each (slurm.conf.j2 writes the lines)
+    assert "node_line" not in tier4["slurm"] and tier4["slurm"]["nodes"]
     # a site that opts in to NCCL's topology file: its PCI tree as data (filter nccl_topology_xml)
     site_vars, groups = load_inventory("tier3")
     site_vars = copy.deepcopy(site_vars)

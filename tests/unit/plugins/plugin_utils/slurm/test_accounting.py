@@ -137,8 +137,10 @@ def test_nodes_in_different_scalable_units_get_their_own_node_lines() -> None:
         {"nodes": "compute01", "features": ["h100", "infiniband", "su01", "air"]},
         {"nodes": "compute02", "features": ["h100", "infiniband", "su02", "air"]},
     ]
-    assert "NodeName=compute[01-02] " in plan["slurm"]["node_line"]
-    assert "Features=h100,infiniband,su01,air" in plan["slurm"]["node_line"]
+    # the plan's node lines were made before the units changed: one line, both nodes
+    assert [(n["nodes"], n["features"]) for n in plan["slurm"]["nodes"]] == [
+        ("compute[01-02]", ["h100", "infiniband", "su01", "air"])
+    ]
 
 
 def test_slurm_conf_renders_the_policy() -> None:
@@ -156,6 +158,43 @@ def test_slurm_conf_renders_the_policy() -> None:
         assert line in lines, line
     parts = [x for x in lines if x.startswith("PartitionName=")]
     assert parts and all('TRESBillingWeights="GRES/gpu=1.0"' in p for p in parts)
+
+
+#: slurm.conf's NodeName keys, in the line's order, and the ``slurm.nodes[]`` field each writes
+NODE_KEYS = {
+    "NodeName": "nodes",
+    "CPUs": "cpus",
+    "Boards": "boards",
+    "SocketsPerBoard": "sockets_per_board",
+    "CoresPerSocket": "cores_per_socket",
+    "ThreadsPerCore": "threads_per_core",
+    "RealMemory": "real_memory",
+    "Gres": "gres",
+    "Features": "features",
+    "State": "state",
+}
+
+
+@pytest.mark.parametrize("name", ["tier1", "tier4", "examples/tier2-mig", "examples/tier1-rtxpro6000"])
+def test_slurm_conf_writes_a_node_line_per_entry_of_slurm_nodes(name: str) -> None:
+    """slurm.nodes is data (issue 31): slurm.conf.j2 writes one NodeName line per entry, in the plan's
+    order, every key in slurm.conf's order, the line's values the entry's (Features comma-joined)."""
+    plan = cluster_plan(*load_inventory(name))
+    nodes = plan["slurm"]["nodes"]
+    text = render_role_template("slurm", "slurm.conf.j2", plan, plan["cluster"]["head"])
+    lines = [line for line in text.splitlines() if line.startswith("NodeName=")]
+    assert len(lines) == len(nodes) >= 1
+    for line, node in zip(lines, nodes, strict=True):
+        pairs = [part.split("=", 1) for part in line.split(" ")]
+        assert [k for k, _ in pairs] == list(NODE_KEYS)
+        want = {k: ",".join(node[f]) if f == "features" else str(node[f]) for k, f in NODE_KEYS.items()}
+        assert dict(pairs) == want
+    assert set(nodes[0]) == set(NODE_KEYS.values())
+    # the line before the node lines is a blank one, the partitions follow the last one directly
+    after = text.split(lines[-1] + "\n", 1)[1]
+    assert after.startswith("PartitionName=") and text.split(lines[0], 1)[0].endswith("\n\n")
+    if name == "examples/tier2-mig":
+        assert len({n["gres"] for n in nodes}) > 1  # a MIG layout is a node shape of its own
 
 
 def test_accounting_plan_without_tenants_key_is_the_default_account() -> None:
