@@ -407,6 +407,18 @@ def nccl_topology_xml(tree: Mapping[str, Any]) -> str:
     return str(_run("nccl_topology_xml", nccl.topology_xml_text, tree))
 
 
+def mig_parted_config(parted: Mapping[str, Any]) -> str:
+    """nvidia-mig-parted's config file (/etc/nvidia-mig-manager/config.yaml) from the plan's gpu.mig.parted."""
+    if not isinstance(parted, Mapping) or not isinstance(parted.get("mig-configs"), list):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.mig_parted_config: input must be the plan's gpu.mig.parted "
+            "(version, mig-configs: a list of {name, devices}; set when gpucluster_gpu_policy.mig is)"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+
+    return str(_run("mig_parted_config", mig.mig_parted_config, parted))
+
+
 def _mount(name: str, mount: Any) -> Mapping[str, Any]:
     keys = ("what", "where", "type", "options")
     if not isinstance(mount, Mapping) or any(k not in mount for k in keys):
@@ -582,6 +594,7 @@ class FilterModule:
             "prometheus_rule_tests": prometheus_rule_tests,
             "nccl_conf_text": nccl_conf_text,
             "nccl_topology_xml": nccl_topology_xml,
+            "mig_parted_config": mig_parted_config,
             "nfs_mount_unit": nfs_mount_unit,
             "slurm_state_mount_unit": slurm_state_mount_unit,
             "beegfs_conf": beegfs_conf,

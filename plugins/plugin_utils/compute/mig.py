@@ -17,8 +17,12 @@ catalog's tables a mix within the counts and both sums always has a placement (t
 every mix); the search is what holds when a table's starts are narrower.
 
 The plan (``plan["gpu"]["mig"]``, None without a policy) gives:
-- an nvidia-mig-parted config (docs/sources.md [G6]): ``version: v1``, ``mig-configs`` with one
-  config per distinct node layout plus ``all-disabled``; each compute node applies its own by name;
+- an nvidia-mig-parted config (docs/sources.md [G6]) as data, ``parted``: ``version: v1`` and
+  ``mig-configs``, a list of ``{name, devices}``: ``all-disabled``, then one config per distinct node
+  layout in the order the compute hosts first use it; each compute node applies its own by name. The
+  file is rendered from it by :func:`mig_parted_config` (filter ``gpucluster.tiers.mig_parted_config``,
+  and the Kubernetes path's ConfigMap), which names every order itself: a plan read back from
+  plan.json (keys sorted) renders the same bytes;
 - Slurm: ``AutoDetect=nvml`` in gres.conf for the MIG nodes and ``Gres=gpu:<profile>:<n>`` in their
   node lines, the profile name being a substring of the "MIG Profile" slurmd reports (docs/sources.md
   [G7]); Slurm does not partition GPUs itself, so the layout is applied before slurmd starts;
@@ -38,6 +42,7 @@ the media engines, and how Slurm names their types is unconfirmed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +56,10 @@ FIELD = "gpucluster_gpu_policy.mig"
 #: where nvidia-mig-parted's systemd service (nvidia-mig-manager) reads its config (docs/sources.md [G6])
 CONFIG_FILE = "/etc/nvidia-mig-manager/config.yaml"
 DISABLED = "all-disabled"  # the config name mig-parted's examples and the GPU Operator use for "no MIG"
+#: mig-parted's config format (docs/sources.md [G6]), and the keys of one of a config's entries in the
+#: order its examples write them: the GPUs, whether MIG is on, the MIG devices by profile
+PARTED_VERSION = "v1"
+PARTED_ENTRY_KEYS = ("devices", "mig-enabled", "mig-devices")
 #: GPU Operator, MIG strategy mixed: one extended resource per profile (docs/sources.md [G8])
 K8S_PREFIX = "nvidia.com/mig-"
 
@@ -291,10 +300,12 @@ def mig_plan(policy: Any, model: GpuModel, compute_hosts: list[str], gpus_per_no
                 for p in profiles:
                     config["instances"][p] = config["instances"].get(p, 0) + len(gpus)
         config["hosts"].append(host)
+    # mig-parted's config as data: its configs a list, in the file's order (all-disabled, then each layout
+    # as the compute hosts first use it), which a mapping would lose in plan.json's sorted keys
     parted = {
-        "version": "v1",
-        "mig-configs": {DISABLED: [{"devices": "all", "mig-enabled": False}]}
-        | {name: c["devices"] for name, c in configs.items()},
+        "version": PARTED_VERSION,
+        "mig-configs": [{"name": DISABLED, "devices": [{"devices": "all", "mig-enabled": False}]}]
+        + [{"name": name, "devices": c["devices"]} for name, c in configs.items()],
     }
     resources: dict[str, int] = {}
     for c in configs.values():
@@ -309,10 +320,42 @@ def mig_plan(policy: Any, model: GpuModel, compute_hosts: list[str], gpus_per_no
         "host_config": names,
         "config_file": CONFIG_FILE,
         "parted": parted,
-        "parted_yaml": yaml.safe_dump(parted, sort_keys=False, default_flow_style=False),
         "mig_gpus": sum(c["mig_gpus"] * len(c["hosts"]) for c in configs.values()),
         "k8s_resources": dict(sorted(resources.items())),
     }
+
+
+def _fresh(value: Any) -> Any:
+    """A plain copy of an entry's value, a mapping's keys sorted: no object twice in the document, which
+    YAML would write as an anchor and an alias (``&id001``) where two layouts share a GPU list, and no
+    subclass of int or str (a value Ansible tagged with its origin), which safe_dump refuses."""
+    if isinstance(value, Mapping):
+        return {str(k): _fresh(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    return str(value)
+
+
+def mig_parted_config(parted: Mapping[str, Any]) -> str:
+    """nvidia-mig-parted's config file (docs/sources.md [G6]) from the plan's ``gpu.mig.parted``.
+
+    ``version``, then ``mig-configs`` in the list's order, each entry's keys in
+    :data:`PARTED_ENTRY_KEYS`' order and its MIG devices by profile name, no YAML alias: every order is this
+    function's or a list's, none a mapping's, so a plan read back from plan.json (keys sorted) renders
+    the same bytes. The compute role's template (/etc/nvidia-mig-manager/config.yaml) and the
+    Kubernetes path's ConfigMap both call it."""
+    configs = {
+        str(config["name"]): [
+            {key: _fresh(entry[key]) for key in PARTED_ENTRY_KEYS if key in entry} for entry in config["devices"]
+        ]
+        for config in parted["mig-configs"]
+    }
+    document = {"version": str(parted["version"]), "mig-configs": configs}
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
 def mig_hosts(mig: dict[str, Any] | None) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_parted_config
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
 #: label prefix of the collection's own node labels
@@ -629,7 +630,8 @@ def operator_policies(plan: dict[str, Any], shape: NodeShape) -> list[dict[str, 
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": _meta(MIG_CONFIG_MAP, GPU_OPERATOR_NAMESPACE),
-            "data": {"config.yaml": mig["parted_yaml"]},
+            # a ConfigMap's data is text by the API: the compute role's file, by the same function
+            "data": {"config.yaml": mig_parted_config(mig["parted"])},
         }
     netdevs = [r["netdev"] for r in plan["fabric_host"]["rails"]]
     config = {

@@ -119,6 +119,9 @@ def test_an_untagged_value_adds_no_file() -> None:
         ("slurm_topology_conf", ("SwitchName=su01 Nodes=compute01",)),
         ("slurm_topology_conf", ({"name": "su01"},)),
         ("nvme_discovery_conf", (["10.0.0.1"],)),
+        ("mig_parted_config", ("version: v1",)),
+        # the mapping of configs the plan held before: its order was lost in plan.json
+        ("mig_parted_config", ({"version": "v1", "mig-configs": {"all-disabled": []}},)),
     ],
 )
 def test_a_document_filter_refuses_what_is_not_the_plans_data(name: str, args: tuple[Any, ...]) -> None:
@@ -189,3 +192,26 @@ def test_the_document_filters_render_a_plan_read_back_from_json_byte_for_byte() 
     tier4 = cluster_plan(*load_inventory("tier4"))
     unit = FILTERS["slurm_state_mount_unit"](tier4["slurm"]["ha"]["state_save_mount"])
     assert "Before=slurmctld.service\n" in unit and unit.endswith("WantedBy=remote-fs.target\n")
+    parted = cluster_plan(*load_inventory("examples/tier2-mig"))["gpu"]["mig"]["parted"]
+    text = FILTERS["mig_parted_config"](parted)
+    assert text.startswith("version: v1\nmig-configs:\n  all-disabled:\n")
+    assert FILTERS["mig_parted_config"](json.loads(json.dumps(parted, sort_keys=True))) == text
+
+
+def test_mig_parted_config_writes_values_ansible_tagged() -> None:
+    """A playbook's own YAML gives ints and strings tagged with their origin (subclasses that yaml.safe_dump
+    refuses): the filter writes them as plain values."""
+    from ansible._internal._datatag._tags import Origin
+
+    where = Origin(path="/site/play.yml", line_num=3)
+    entry = {"devices": [where.tag(0), where.tag(1)], "mig-enabled": True, "mig-devices": {"3g.40gb": where.tag(2)}}
+    parted = {"version": where.tag("v1"), "mig-configs": [{"name": where.tag("gpucluster-mig-0"), "devices": [entry]}]}
+    assert FILTERS["mig_parted_config"](parted) == (
+        "version: v1\nmig-configs:\n  gpucluster-mig-0:\n  - devices:\n    - 0\n    - 1\n"
+        "    mig-enabled: true\n    mig-devices:\n      3g.40gb: 2\n"
+    )
+
+
+def test_every_filter_has_its_documentation() -> None:
+    """ansible-doc -t filter gpucluster.tiers.<name> reads plugins/filter/<name>.yml."""
+    assert sorted(n for n in FILTERS if not (ROOT / "plugins" / "filter" / f"{n}.yml").is_file()) == []

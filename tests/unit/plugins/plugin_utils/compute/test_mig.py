@@ -9,12 +9,13 @@ from __future__ import annotations
 import copy
 import importlib.util
 import itertools
+import json
 import sys
 from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, cluster_plan, load_inventory
+from conftest import ROOT, cluster_plan, load_inventory, render_role_template
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,7 +208,14 @@ def test_the_mig_parted_config_has_mig_parteds_format() -> None:
     plan = _tier2(POLICY)
     m = plan["gpu"]["mig"]
     assert m["host_config"] == {"compute01": "gpucluster-mig-0", "compute02": "gpucluster-mig-1"}
-    assert yaml.safe_load(m["parted_yaml"]) == {
+    assert "parted_yaml" not in m  # data in the plan, the file rendered from it (filter mig_parted_config)
+    assert [c["name"] for c in m["parted"]["mig-configs"]] == ["all-disabled", "gpucluster-mig-0", "gpucluster-mig-1"]
+    text = mig.mig_parted_config(m["parted"])
+    assert text.startswith("version: v1\nmig-configs:\n  all-disabled:\n  - devices: all\n    mig-enabled: false\n")
+    # mig-parted's key order in each entry: the GPUs, MIG on or off, then its devices by profile
+    assert "  gpucluster-mig-1:\n  - devices:\n    - 0\n" in text
+    assert "    mig-enabled: true\n    mig-devices:\n      1g.10gb: 7\n  - devices:\n    - 4\n" in text
+    assert yaml.safe_load(text) == {
         "version": "v1",
         "mig-configs": {
             "all-disabled": [{"devices": "all", "mig-enabled": False}],
@@ -226,6 +234,64 @@ def test_the_mig_parted_config_has_mig_parteds_format() -> None:
         "nvidia.com/mig-2g.20gb": 8,
         "nvidia.com/mig-3g.40gb": 8,
     }
+
+
+def _reloaded(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan as a sliced run reads it back from plan.json (every mapping's keys sorted)."""
+    return json.loads(json.dumps(plan, sort_keys=True))
+
+
+def test_the_configs_follow_the_hosts_first_use_and_survive_plan_json() -> None:
+    """compute01 uses the second entry, compute02 the first: the file lists compute01's config first
+    (gpucluster-mig-1 before gpucluster-mig-0, against the names' order), also from a plan read back
+    from plan.json, where every mapping's keys are sorted."""
+    plan = _tier2([{**POLICY[1], "nodes": ["compute02"]}, {**POLICY[0], "nodes": ["compute01"]}])
+    m = plan["gpu"]["mig"]
+    assert m["host_config"] == {"compute01": "gpucluster-mig-1", "compute02": "gpucluster-mig-0"}
+    text = mig.mig_parted_config(m["parted"])
+    assert list(yaml.safe_load(text)["mig-configs"]) == ["all-disabled", "gpucluster-mig-1", "gpucluster-mig-0"]
+    reloaded = _reloaded(plan)
+    assert list(reloaded["gpu"]["mig"]["configs"]) == ["gpucluster-mig-0", "gpucluster-mig-1"]  # sorted
+    assert mig.mig_parted_config(reloaded["gpu"]["mig"]["parted"]) == text
+    for host in ("compute01", "compute02"):  # the compute role's file, through the collection's filter
+        rendered = render_role_template("compute", "nvidia-mig-parted-config.yaml.j2", plan, host)
+        assert rendered == render_role_template("compute", "nvidia-mig-parted-config.yaml.j2", reloaded, host)
+        assert rendered.splitlines()[0].startswith("# Managed by gpucluster.tiers")
+        assert rendered.split("\n", 2)[2] == text
+
+
+#: one GPU set and its profiles per policy entry: whole nodes, half nodes, one GPU
+ENTRIES = [
+    ("all", ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]),
+    ([0, 1, 2, 3], ["1g.10gb"] * 7),
+    ("all", ["7g.80gb"]),
+    ([5], ["3g.40gb", "3g.40gb"]),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(uses=st.lists(st.sampled_from([(), (0,), (1,), (2,), (3,), (1, 3)]), min_size=1, max_size=10))
+def test_any_layout_renders_the_same_bytes_from_plan_json(uses: list[tuple[int, ...]]) -> None:
+    """For any spread of entries over the compute hosts (a host may take two that split different GPUs):
+    the file lists all-disabled, then each layout as the hosts first use it, names every host's config,
+    and a plan read back with sorted keys renders the same bytes."""
+    hosts = [f"gpu{i + 1:02d}" for i in range(len(uses))]
+    policy = [
+        {"nodes": [h for h, u in zip(hosts, uses, strict=True) if i in u], "gpus": gpus, "profiles": profiles}
+        for i, (gpus, profiles) in enumerate(ENTRIES)
+        if any(i in u for u in uses)
+    ]
+    if not policy:
+        return
+    m = mig.mig_plan(policy, GPUS["h100_sxm"], hosts, 8)
+    assert m is not None
+    text = mig.mig_parted_config(m["parted"])
+    assert mig.mig_parted_config(_reloaded(m)["parted"]) == text
+    assert "&id" not in text and "*id" not in text  # two layouts sharing a GPU list: written twice, no alias
+    first_use = list(dict.fromkeys(m["host_config"][h] for h in hosts if m["host_config"][h] != mig.DISABLED))
+    configs = yaml.safe_load(text)["mig-configs"]
+    assert list(configs) == [mig.DISABLED, *first_use]
+    assert all(m["host_config"][h] in configs for h in hosts)
 
 
 def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
@@ -327,7 +393,11 @@ def test_kubernetes_mixed_strategy_mig_manager_and_kueue_quotas() -> None:
     assert policy["spec"]["migManager"]["config"]["name"] == "gpucluster-mig-parted-config"
     config_map = next(o for o in objects if o["kind"] == "ConfigMap")
     assert config_map["metadata"]["namespace"] == "gpu-operator"
-    assert config_map["data"]["config.yaml"] == plan["gpu"]["mig"]["parted_yaml"]
+    # the compute role's file without its comment lines: the same function renders both
+    text = config_map["data"]["config.yaml"]
+    assert text == mig.mig_parted_config(plan["gpu"]["mig"]["parted"])
+    node_file = render_role_template("compute", "nvidia-mig-parted-config.yaml.j2", plan, mig_nodes[0])
+    assert node_file.split("\n", 2)[2] == text
     labels = plan["kubernetes"]["nodes"]
     assert labels[mig_nodes[0]]["labels"]["nvidia.com/mig.config"] == "gpucluster-mig-0"
     assert labels[groups["compute"][-1]]["labels"]["nvidia.com/mig.config"] == "all-disabled"
