@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist, lustre_yaml
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_enabled
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice, require
 
 CLASSES: tuple[str, ...] = ("drift", "hardware", "version_skew")
@@ -295,7 +296,7 @@ def _gpu_findings(
         want_pm, got_pm = clocks.get("persistence"), g.get("persistence")
         if want_pm is not None and got_pm is not None and bool(got_pm) != bool(want_pm):
             out.append(Finding(host, "drift", "persistence", subject, want_pm, got_pm, "warning", clocks_fix))
-        want_mig = bool(gplan.get("mig"))
+        want_mig = mig_enabled(gplan.get("mig"), host, int(g.get("index") or 0))  # per GPU: a layout may mix
         if g.get("mig") is not None and bool(g["mig"]) != want_mig:
             out.append(
                 Finding(

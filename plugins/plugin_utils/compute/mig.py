@@ -363,6 +363,18 @@ def mig_hosts(mig: dict[str, Any] | None) -> list[str]:
     return [h for h, name in (mig or {}).get("host_config", {}).items() if name != DISABLED]
 
 
+def mig_enabled(mig: Mapping[str, Any] | None, host: str, index: int) -> bool:
+    """Whether the plan puts GPU ``index`` of ``host`` in MIG mode: its layout's entry for that GPU (a
+    layout may leave some GPUs whole). Reads only the host's own ``host_config`` key, so a host's slice
+    of the plan (host_plan narrows ``gpu.mig.host_config``) answers for that host."""
+    name = ((mig or {}).get("host_config") or {}).get(host, DISABLED)
+    config = ((mig or {}).get("configs") or {}).get(name) or {}
+    for entry in config.get("devices") or []:
+        if entry.get("devices") == "all" or index in (entry.get("devices") or []):
+            return bool(entry.get("mig-enabled"))
+    return False
+
+
 def node_gres(nodes_expr: str, mig: dict[str, Any] | None, whole_type: str, gpus: int) -> list[tuple[str, str]]:
     """(host list, Gres) for slurm.conf node lines: ``nodes_expr`` split by MIG layout, in host order.
 

@@ -81,6 +81,7 @@ NARROWED: tuple[str, ...] = (
     "fabric_host.node_descriptions",
     "fabric_host.infiniband_hosts",
     "fabric_host.roce_hosts",
+    "gpu.mig.host_config",  # each compute node's MIG layout name (gpucluster-mig.service)
 )
 
 
@@ -98,15 +99,14 @@ def _replace(tree: dict[str, Any], path: str, make: Callable[[Any], Any]) -> Non
     """Replace the value at ``path`` with ``make(value)``, copying only the mappings on the way
     (shallow): the other values stay the plan's own objects."""
     parts = path.split(".")
+    parent = _get(tree, ".".join(parts[:-1])) if len(parts) > 1 else tree
+    if not isinstance(parent, Mapping) or parts[-1] not in parent:
+        return  # nothing there (a plan without MIG): the mappings on the way stay the plan's own
     node = tree
     for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, Mapping):
-            return
-        node[part] = dict(child)
+        node[part] = dict(node[part])
         node = node[part]
-    if parts[-1] in node:
-        node[parts[-1]] = make(node[parts[-1]])
+    node[parts[-1]] = make(node[parts[-1]])
 
 
 def _narrow(host: str) -> Callable[[Any], Any]:

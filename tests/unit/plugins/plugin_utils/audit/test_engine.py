@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe, hostlist, ibfabric, lustre_yaml
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_enabled
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 
@@ -64,7 +65,7 @@ def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
                     "name": "NVIDIA H100 80GB HBM3",
                     "power_limit_w": gplan["clocks"]["power_limit_w"],
                     "persistence": gplan["clocks"]["persistence"],
-                    "mig": bool(gplan.get("mig")),
+                    "mig": mig_enabled(gplan.get("mig"), host, i),
                     "driver_version": DRIVER,
                     "vbios_version": VBIOS,
                 }
@@ -670,3 +671,21 @@ def test_job_environment_findings_are_exactly_the_overrides(data: st.DataObject)
     facts["hosts"]["head01"]["job_env"]["nodes"][node] = dict(env)
     got = {(f["host"], f["subject"]) for f in engine.audit(plan, facts)["findings"]}
     assert got == {(node, k) for k, v in env.items() if conf.get(k) != v}
+
+
+def test_mig_mode_is_planned_per_gpu_and_read_from_the_hosts_slice() -> None:
+    """examples/tier2-mig: compute01's GPUs all in MIG mode; compute02 leaves GPUs 4-7 whole, so its GPU 5
+    in MIG mode is drift and GPU 1 out of it too; the answer is the same from a host's slice of the plan."""
+    plan = cluster_plan(*load_inventory("examples/tier2-mig"))
+    mig = plan["gpu"]["mig"]
+    assert [mig_enabled(mig, "compute02", i) for i in range(8)] == [True] * 4 + [False] * 4
+    assert all(mig_enabled(mig, "compute01", i) for i in range(8))
+    view = host_view(plan, "compute02")["gpu"]["mig"]
+    assert view["host_config"] == {"compute02": mig["host_config"]["compute02"]}  # narrowed to the host
+    assert [mig_enabled(view, "compute02", i) for i in range(8)] == [True] * 4 + [False] * 4
+    data = collected(plan)
+    assert engine.audit(plan, data)["findings"] == []
+    gpus = data["hosts"]["compute02"]["gpu"]["gpus"]
+    gpus[5]["mig"], gpus[1]["mig"] = True, False
+    found = [(f["host"], f["check"], f["subject"], f["planned"]) for f in engine.audit(plan, data)["findings"]]
+    assert found == [("compute02", "mig", "GPU 1", True), ("compute02", "mig", "GPU 5", False)]
