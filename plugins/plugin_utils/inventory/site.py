@@ -4,9 +4,11 @@ This is the engine's only entry for raw inventory data. It checks every field th
 needs (presence, type, range) and returns a :class:`Site` of plain dataclasses; every
 error is a :class:`PlanError` naming the inventory field, so a bad inventory stops the
 plan play before any host is contacted. The defaults of optional fields are set here, once
-(:class:`Facility`, :class:`Workload`, :class:`Lustre` and the :class:`Site` properties): the
-engine never writes a ``.get(key, default)`` of its own; tier-dependent numbers come from the
-tier profile (tiers.py).
+(:class:`Facility`, :class:`Workload`, :class:`Lustre`, :class:`Storage`, :class:`Fabric`,
+:class:`GpuPolicy`, the :class:`Node` fields, and the :class:`Site` fields and properties): the
+engine (plan/assembly.py) reads those, never ``Site.raw``, and never writes a ``.get(key, default)``
+of its own; tier-dependent numbers come from the tier profile (tiers.py). ``Site.raw`` stays for the
+domain modules that read a section themselves (slurm/settings.py, fabric/tco.py).
 """
 
 from __future__ import annotations
