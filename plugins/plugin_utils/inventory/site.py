@@ -4,9 +4,11 @@ This is the engine's only entry for raw inventory data. It checks every field th
 needs (presence, type, range) and returns a :class:`Site` of plain dataclasses; every
 error is a :class:`PlanError` naming the inventory field, so a bad inventory stops the
 plan play before any host is contacted. The defaults of optional fields are set here, once
-(:class:`Facility`, :class:`Workload`, :class:`Lustre` and the :class:`Site` properties): the
-engine never writes a ``.get(key, default)`` of its own; tier-dependent numbers come from the
-tier profile (tiers.py).
+(:class:`Facility`, :class:`Workload`, :class:`Lustre`, :class:`Storage`, :class:`Fabric`,
+:class:`GpuPolicy`, the :class:`Node` fields, and the :class:`Site` fields and properties): the
+engine (plan/assembly.py) reads those, never ``Site.raw``, and never writes a ``.get(key, default)``
+of its own; tier-dependent numbers come from the tier profile (tiers.py). ``Site.raw`` stays for the
+domain modules that read a section themselves (slurm/settings.py, fabric/tco.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import DEFAULT_SCHEDULER
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import scheduler as cluster_scheduler
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import tier_profile
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import check_values
 
 PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
@@ -88,6 +93,9 @@ class Node:
     nccl_topology: str = "detect"  # detect | file: whether the plan writes an NCCL_TOPO_FILE
     one_compute_nic_per_gpu: bool = True  # false: the site opts out of the 1:1 GPU:compute-NIC rule (tier2+)
     pcie_gen: int = 5  # PCIe generation of the GPU/NIC links, for a topology file's link_speed
+    gpu_software: dict[str, Any] | None = None  # as written; compute/bringup.py checks it and sets its defaults
+    gpu_limits: dict[str, Any] | None = None  # the site's nvidia-smi readings, as written (inventory/gpu_limits.py)
+    allreduce_intra_node_busbw_gbs: float | None = None  # unset: the floor from the GPU interconnect (floors.py)
 
     def nics_for(self, purpose: str) -> list[Nic]:
         return [n for n in self.nics if n.purpose == purpose]
@@ -117,6 +125,7 @@ class Facility:
     coolant_delta_t_k: float = 10  # the DLC loop's design rise (cooling.py dlc_thresholds)
     ashrae_class: str = "W32"  # docs/sources.md §6.1, ASHRAE TC 9.9 liquid-cooling classes
     liquid_heat_fraction: float = 1.0  # the share of the rack's heat the liquid loop carries
+    ups: Any = None  # as written: compute/ups.py checks it (None: no UPS)
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,58 @@ class Lustre:
     lnet_net: Any = "o2ib0"  # LNet's o2ib network 0: InfiniBand/RoCE verbs
     allow_format: Any = False  # the storage role formats no target unless the site says so
     mount_point: Any = None  # unset: /lustre/<fsname> (load_site)
+    # as written (None: unset); plan/assembly.py _lustre and storage/lustre_targets.py check them
+    osts_per_oss: Any = None
+    server_interfaces: Any = None  # unset or empty: the storage servers' (Storage.server_interfaces)
+    mdt_device: Any = None
+    ost_devices: Any = None
+    allow_format_devices: Any = None
+    layouts: Any = None  # per path; unset: storage/lustre.py's layouts
+
+
+@dataclass(frozen=True)
+class GpuPolicy:
+    """``gpucluster_gpu_policy`` with the defaults of its optional fields (compute/clocks.py, mig.py check them)."""
+
+    clock_policy: str = "max_performance"
+    sm_mhz: Any = None
+    mem_mhz: Any = None
+    power_cap_w: Any = None  # unset: the policy's own limit (clocks.requested_power_limit)
+    mig: Any = None  # unset: no MIG (compute/mig.py)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """``gpucluster_storage`` with the defaults of its optional fields. The sections of the storage kinds are
+    the mappings their modules check (storage/nfs.py, nvmeof.py, beegfs.py, sizing.py); unset: empty."""
+
+    type: str = "local_nvme"
+    rated_write_gbps: float | None = None  # unset: sized from the tier's floor (storage/sizing.py)
+    paths: dict[str, str] = field(default_factory=dict)  # {checkpoints, datasets, home}; unset: none
+    local_scratch: str | None = None
+    # the storage servers' storage-network interfaces: gpucluster_storage.server_interfaces, else (a Lustre
+    # site) lustre.server_interfaces, else none; unchecked here, plan/assembly.py checks it naming ``..._field``
+    server_interfaces: Any = field(default_factory=list)
+    server_interfaces_field: str = "gpucluster_storage.server_interfaces"
+    local_nvme: dict[str, Any] = field(default_factory=dict)
+    nfs: dict[str, Any] = field(default_factory=dict)
+    nvmeof: dict[str, Any] = field(default_factory=dict)
+    beegfs: dict[str, Any] = field(default_factory=dict)
+    # the shared mount points the section of the storage's type names (its exports' and its own)
+    mount_points: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """``gpucluster_fabric`` with the defaults of its optional fields; the whole section (switches, spines)
+    stays :attr:`Site.fabric` for the cabling (fabric/cabling.py), which checks those itself."""
+
+    type: str = "none"
+    topology: str = "none"  # unset: none without a fabric, else the tier's (inventory/tiers.py)
+    # unset: the first compute NIC's rate, else 4x NDR, 400 Gb/s (docs/sources.md [IV6])
+    link_rate_gbps: float = 400
+    infiniband: Any = None  # as written: fabric/fabric_host.py infiniband_settings checks it
+    roce: Any = None  # as written: fabric/fabric_host.py roce_settings checks it
 
 
 def _with_defaults(cls: Any, section: dict[str, Any]) -> Any:
@@ -170,6 +231,17 @@ class Site:
     facility_model: Facility = field(default_factory=Facility)  # facility with its defaults
     workload_model: Workload = field(default_factory=Workload)  # workload with its defaults
     lustre_model: Lustre = field(default_factory=Lustre)  # storage.lustre with its defaults
+    storage_model: Storage = field(default_factory=Storage)  # storage with its defaults
+    fabric_model: Fabric = field(default_factory=Fabric)  # fabric with its defaults
+    policy_model: GpuPolicy = field(default_factory=GpuPolicy)  # gpu_policy with its defaults
+    scheduler: str = DEFAULT_SCHEDULER  # gpucluster_cluster.scheduler, checked (inventory/tenants.py)
+    ntp_servers: list[str] = field(default_factory=list)  # gpucluster_network.ntp_servers; unset: none
+    # the sections their modules check themselves, as written (None: unset)
+    tenants: Any = None  # gpucluster_tenants (inventory/tenants.py)
+    slurm: Any = None  # gpucluster_slurm (slurm/settings.py; not a mapping: accounting.py names it)
+    slurm_health: Any = None  # gpucluster_slurm.health (compute/health.py); None unless slurm is a mapping
+    containers: Any = None  # gpucluster_containers (compute/containers.py)
+    rollout: Any = None  # gpucluster_rollout (plan/rollout.py)
 
     @property
     def subnet_manager(self) -> str:
@@ -383,6 +455,9 @@ def _node(raw: dict[str, Any]) -> Node:
         # PCIe Gen5 x16: H100 SXM and ConnectX-7 (Azure's H100 topo file, azhpc-images topology/ndv5-topo.xml)
         pcie_gen=check_range(_get(sec, p, "pcie_gen", 5), f"{p}.pcie_gen", 3, 6, integer=True),
         one_compute_nic_per_gpu=_get(sec, p, "one_compute_nic_per_gpu", True),
+        gpu_software=sec.get("gpu_software"),
+        gpu_limits=sec.get("gpu_limits"),
+        allreduce_intra_node_busbw_gbs=sec.get("allreduce_intra_node_busbw_gbs"),
     )
 
 
@@ -485,7 +560,56 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     lustre = site.storage.get("lustre") if isinstance(site.storage.get("lustre"), dict) else {}
     fsname = lustre.get("fsname", Lustre.fsname)
     site.lustre_model = _with_defaults(Lustre, {"mount_point": f"/lustre/{fsname}", **lustre})
+    # the tier's profile first (an unknown tier names gpucluster_cluster.tier before any later field)
+    site.fabric_model = _fabric_model(site.fabric, fabric_type, tier, node)
+    site.storage_model = _storage_model(site.storage)
+    site.policy_model = _with_defaults(GpuPolicy, site.gpu_policy)
+    site.scheduler = cluster_scheduler(cluster)
+    site.ntp_servers = list(site.network.get("ntp_servers") or [])
+    site.tenants = raw.get("gpucluster_tenants")
+    site.slurm = raw.get("gpucluster_slurm")
+    site.slurm_health = site.slurm.get("health") if isinstance(site.slurm, dict) else None
+    site.containers = raw.get("gpucluster_containers")
+    site.rollout = raw.get("gpucluster_rollout")
     return site
+
+
+def _storage_model(storage: dict[str, Any]) -> Storage:
+    """``gpucluster_storage`` (type checked) with its defaults."""
+    kinds = {k: dict(storage.get(k) or {}) for k in ("local_nvme", "nfs", "nvmeof", "beegfs")}
+    servers, servers_field = storage.get("server_interfaces"), "gpucluster_storage.server_interfaces"
+    if servers is None:  # a Lustre site may name them in its lustre section only
+        servers = (storage.get("lustre") or {}).get("server_interfaces") or []
+        servers_field = "gpucluster_storage.lustre.server_interfaces"
+    own = storage.get(storage["type"])
+    kind = own if isinstance(own, dict) else {}
+    mounts = [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
+    mounts.append(kind.get("mount_point"))
+    return Storage(
+        type=storage["type"],
+        rated_write_gbps=storage.get("rated_write_gbps"),
+        paths=dict(storage.get("paths") or {}),
+        local_scratch=storage.get("local_scratch"),
+        server_interfaces=servers,
+        server_interfaces_field=servers_field,
+        mount_points=tuple(m for m in mounts if isinstance(m, str)),
+        **kinds,
+    )
+
+
+def _fabric_model(fabric: dict[str, Any], fabric_type: str, tier: str, node: Node) -> Fabric:
+    """``gpucluster_fabric`` (type checked) with its defaults: the topology of the tier (an unknown tier is
+    an error naming gpucluster_cluster.tier), the link rate of the first compute NIC."""
+    profile = tier_profile(tier)
+    nics = node.compute_nics
+    return Fabric(
+        type=fabric_type,
+        topology=fabric.get("topology") or ("none" if fabric_type == "none" else profile.topology),
+        # 4x NDR, 400 Gb/s (docs/sources.md [IV6]) when neither the fabric nor the NICs give a rate
+        link_rate_gbps=fabric.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400,
+        infiniband=fabric.get("infiniband"),
+        roce=fabric.get("roce"),
+    )
 
 
 #: Where the plan is written: a command-line choice (-e) only, never an inventory variable, so that an

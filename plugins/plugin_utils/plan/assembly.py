@@ -75,13 +75,13 @@ def _gpu(
     """The GPU model, its clocks at the power limit the power plan decided (``limit``), its temperatures, how
     the GPUs of a node reach each other (``link``: NVSwitch, NVLink bridges or PCIe only, compute/interconnect.py)
     and what the node needs to come up: Fabric Manager (NVSwitch boards), GPUDirect RDMA (compute/bringup.py)."""
-    policy = site.gpu_policy
+    policy = site.policy_model
     plan_clocks = clocks.gpu_clocks(
         model,
-        policy["clock_policy"],
-        sm_mhz=policy.get("sm_mhz"),
-        mem_mhz=policy.get("mem_mhz"),
-        power_cap_w=policy.get("power_cap_w"),
+        policy.clock_policy,
+        sm_mhz=policy.sm_mhz,
+        mem_mhz=policy.mem_mhz,
+        power_cap_w=policy.power_cap_w,
         power_limit=limit,
         requested=requested,
     )
@@ -92,10 +92,8 @@ def _gpu(
         "temperature": temps,
         "interconnect": link.as_dict(),
         # MIG partitioning (compute/mig.py): None unless the site sets gpucluster_gpu_policy.mig
-        "mig": mig.mig_plan(policy.get("mig"), model, site.compute_hosts, site.node.gpus_per_node),
-        "bringup": bringup.bringup_plan(
-            model, (site.raw.get("gpucluster_node") or {}).get("gpu_software"), fab["type"], nccl_enabled
-        ),
+        "mig": mig.mig_plan(policy.mig, model, site.compute_hosts, site.node.gpus_per_node),
+        "bringup": bringup.bringup_plan(model, site.node.gpu_software, fab["type"], nccl_enabled),
     }
 
 
@@ -135,30 +133,30 @@ def _cooling(site: Site, pw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
-    st, wl = site.storage, site.workload_model
+    st, wl = site.storage_model, site.workload_model
     sizing = storage_sizing(
         model_params_b=wl.model_params_b,
         bytes_per_param=wl.checkpoint_bytes_per_param,
         interval_min=wl.checkpoint_interval_min,
         overlap_target=wl.checkpoint_overlap_target,
         write_floor_gbps=tier.storage_write_gbps[0],
-        rated_write_gbps=st.get("rated_write_gbps"),
+        rated_write_gbps=st.rated_write_gbps,
         gpus=nodes * site.node.gpus_per_node,
         gpu_hour_cost_usd=wl.gpu_hour_cost_usd,
         io_wait_fraction=wl.io_wait_fraction,
     )
     out: dict[str, Any] = {
-        "type": st["type"],
-        "paths": dict(st.get("paths") or {}),
-        "local_scratch": st.get("local_scratch"),
+        "type": st.type,
+        "paths": dict(st.paths),
+        "local_scratch": st.local_scratch,
         "sizing": sizing,
         "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need)),
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
-    if st["type"] == "lustre":
+    if st.type == "lustre":
         out["lustre"] = _lustre(site, addresses)
-    elif st["type"] == "nfs":
-        nfs_cfg = dict(st.get("nfs") or {})
+    elif st.type == "nfs":
+        nfs_cfg = dict(st.nfs)
         # the clients' links on the NFS network (storage NICs, else management): what they can take at once
         client_nics = site.node.nics_for("storage" if "storage" in addresses["pools"] else "management")
         rates = [n.rate_gbps for n in client_nics]
@@ -170,15 +168,15 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             paths=out["paths"],
             links=nfs.nfs_links(
                 nfs_cfg,
-                fabric_type=site.fabric["type"],
+                fabric_type=site.fabric_model.type,
                 lab=site.in_lab,
                 clients=nodes,
                 client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
             ),
         )
-    elif st["type"] == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
+    elif st.type == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
         out["nvmeof"] = nvmeof.nvmeof_plan(
-            nvmeof=dict(st.get("nvmeof") or {}),
+            nvmeof=dict(st.nvmeof),
             targets=site.hosts_in("nvmeof_target"),
             clients=site.compute_hosts,
             addresses=addresses,
@@ -188,10 +186,10 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             cores=site.node.cores * site.node.threads_per_core,
             inventory_hosts=[h.name for h in site.hosts],
         )
-    elif st["type"] == "beegfs":  # tier3 alternative to Lustre (storage/beegfs.py)
+    elif st.type == "beegfs":  # tier3 alternative to Lustre (storage/beegfs.py)
         storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
         out["beegfs"] = beegfs.beegfs_plan(
-            beegfs=dict(st.get("beegfs") or {}),
+            beegfs=dict(st.beegfs),
             mgmtd=site.hosts_in("beegfs_mgmtd"),
             meta=site.hosts_in("beegfs_meta"),
             storage=site.hosts_in("beegfs_storage"),
@@ -200,31 +198,28 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             paths={k: v for k, v in out["paths"].items() if k in ("checkpoints", "datasets", "home")},
             client_interfaces=storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]],
             server_interfaces=_server_interfaces(site),
-            rdma=site.fabric["type"] in RDMA_FABRICS,
+            rdma=site.fabric_model.type in RDMA_FABRICS,
         )
     else:
         out["local_nvme"] = local_raid_plan(
-            dict(st.get("local_nvme") or {}),
+            dict(st.local_nvme),
             out["paths"],
             hosts=site.hosts_in("storage"),
             inventory_hosts=[h.name for h in site.hosts],
         )
     # async checkpoints: local staging and the drain to the shared path (storage/checkpoint.py)
-    kind = st.get(st["type"]) if isinstance(st.get(st["type"]), dict) else {}
-    mounts = [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
-    mounts.append(kind.get("mount_point"))
     # the node: its GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the
     # first compute NIC that carries LNet/NFS traffic), for the stalls and the pinned buffers
     link_nics = site.node.nics_for("storage") or site.node.compute_nics[:1]
     link_rates = [n.rate_gbps for n in link_nics]
     out["checkpoint_drain"] = checkpoint.checkpoint_drain(
         wl.checkpoint_async,
-        storage_type=st["type"],
-        local_scratch=st.get("local_scratch"),
+        storage_type=st.type,
+        local_scratch=st.local_scratch,
         sizing=sizing,
         nodes=nodes,
         remote_path=out["paths"].get("checkpoints"),
-        shared_roots=tuple(m for m in mounts if isinstance(m, str)),
+        shared_roots=st.mount_points,
         lab=site.in_lab,
         gpus_per_node=site.node.gpus_per_node,
         host_link_gbps=interconnect.PCIE_X16_GBS[site.node.pcie_gen],
@@ -238,27 +233,26 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
 
 
 def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
-    lu = dict(site.storage.get("lustre") or {})
+    lu = site.lustre_model
     p = "gpucluster_storage.lustre"
     oss = site.hosts_in("lustre_oss")
     mds = site.hosts_in("lustre_mds")
     require(bool(mds), "groups.lustre_mds", mds, "one host in group lustre_mds when storage is lustre")
     require(bool(oss), "groups.lustre_oss", oss, "at least one host in group lustre_oss when storage is lustre")
-    per_oss = check_range(lu.get("osts_per_oss"), f"{p}.osts_per_oss", 1, 256, integer=True)
+    per_oss = check_range(lu.osts_per_oss, f"{p}.osts_per_oss", 1, 256, integer=True)
     ost_count = per_oss * len(oss)
-    defaults = site.lustre_model
-    fsname = str(defaults.fsname)
+    fsname = str(lu.fsname)
     require(
         fsname.isalnum() and 1 <= len(fsname) <= 8, f"{p}.fsname", fsname, "1 to 8 letters or digits (Lustre fsname)"
     )
-    paths = {k: v for k, v in (site.storage.get("paths") or {}).items() if k in ("checkpoints", "datasets", "home")}
+    paths = {k: v for k, v in site.storage_model.paths.items() if k in ("checkpoints", "datasets", "home")}
     tunables = lustre.lustre_client_tunables(client_ram_gib=site.node.memory_gib)
     storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
     lnet_ifaces = storage_ifaces or [n.netdev for n in site.node.compute_nics[:1]]
-    net = defaults.lnet_net
+    net = lu.lnet_net
     # the servers' LNet NICs: their own (lustre.server_interfaces, else gpucluster_storage.server_interfaces),
     # never the clients' names; each NID is the address of its own interface (system.check_addresses)
-    server_ifaces = lu.get("server_interfaces") or _server_interfaces(site)
+    server_ifaces = lu.server_interfaces or _server_interfaces(site)
     require(
         isinstance(server_ifaces, list) and bool(server_ifaces) and all(isinstance(i, str) for i in server_ifaces),
         "gpucluster_storage.server_interfaces",
@@ -282,22 +276,22 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
                 f"interfaces that {host} has in gpucluster_storage.server_interfaces (they get its storage addresses)",
             )
     mgs_nid = server_nids[mds[0]][0]["nid"]
-    allow = defaults.allow_format
+    allow = lu.allow_format
     require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
-    mount_point = defaults.mount_point
+    mount_point = lu.mount_point
     targets = lustre_targets.lustre_targets(
         fsname=fsname,
         mds=mds,
         oss=oss,
         mgs_nid=mgs_nid,
-        mdt_device=lu.get("mdt_device"),
-        ost_devices=lu.get("ost_devices"),
+        mdt_device=lu.mdt_device,
+        ost_devices=lu.ost_devices,
         osts_per_oss=per_oss,
         field=p,
     )
     # per host: the MDT's path is often OST 0's path on the OSSs (format_permission.py)
     allowed = host_devices(
-        lu.get("allow_format_devices"),
+        lu.allow_format_devices,
         f"{p}.allow_format_devices",
         {host: [t["device"] for t in ts] for host, ts in targets.items()},
         [h.name for h in site.hosts],
@@ -311,7 +305,7 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
         "oss": oss,
         "ost_count": ost_count,
         "osts_per_oss": per_oss,
-        "layouts": lustre.lustre_layouts(ost_count=ost_count, paths=paths, overrides=lu.get("layouts")),
+        "layouts": lustre.lustre_layouts(ost_count=ost_count, paths=paths, overrides=lu.layouts),
         "client_tunables": tunables,
         "set_param_commands": lustre.lctl_set_param_commands(tunables, fsname),
         "lnet": lustre.lnet_config(interfaces=lnet_ifaces, net=net),
@@ -395,12 +389,11 @@ def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> d
     }
 
 
-def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
+def _fabric(site: Site) -> dict[str, Any]:
     """The fabric: its type and topology, link rate, rails, subnet manager, RoCE settings and expected cabling."""
-    f = site.fabric
+    f = site.fabric_model
     p = "gpucluster_fabric"
-    ftype = f["type"]
-    topology = f.get("topology") or ("none" if ftype == "none" else tier.topology)
+    ftype, topology = f.type, f.topology
     require(
         ftype != "none" or topology == "none", f"{p}.topology", topology, "none when gpucluster_fabric.type is none"
     )
@@ -413,9 +406,9 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
     nics = site.node.compute_nics
     if ftype != "none":
         require(bool(nics), "gpucluster_node.nics", [], "at least one NIC with purpose compute when there is a fabric")
-    rate = f.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400
+    rate = f.link_rate_gbps
     cabling = site_cabling(
-        f,
+        site.fabric,  # the switches and spines: fabric/cabling.py checks them
         fabric_type=ftype,
         topology=topology if ftype in RDMA_FABRICS else "none",
         compute_hosts=site.compute_hosts,
@@ -426,7 +419,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
     ib = None
     if ftype == "infiniband":
         ib = fabric_host.infiniband_settings(
-            f.get("infiniband"),
+            f.infiniband,
             subnet_manager=site.subnet_manager,
             topology=topology,
             subnets=len(ibfabric.subnets(cabling)),
@@ -441,7 +434,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
         "rails": len(nics),
         "subnet_manager": ib["subnet_manager"] if ib else None,
         "infiniband": ib,
-        "roce": fabric_host.roce_settings(f.get("roce"), field=f"{p}.roce") if ftype == "roce" else None,
+        "roce": fabric_host.roce_settings(f.roce, field=f"{p}.roce") if ftype == "roce" else None,
         "cabling": cabling,
         "slurm_topology": slurm_topology(cabling),
     }
@@ -450,11 +443,7 @@ def _fabric(site: Site, tier: tiers.TierProfile) -> dict[str, Any]:
 def _server_interfaces(site: Site) -> list[str]:
     """The storage servers' storage-network interfaces (gpucluster_storage.server_interfaces; a Lustre
     site's lustre.server_interfaces when only that is set): each gets its own storage address."""
-    p = "gpucluster_storage.server_interfaces"
-    given = site.storage.get("server_interfaces")
-    if given is None:
-        given = (site.storage.get("lustre") or {}).get("server_interfaces") or []
-        p = "gpucluster_storage.lustre.server_interfaces"
+    given, p = site.storage_model.server_interfaces, site.storage_model.server_interfaces_field
     require(
         isinstance(given, list) and all(isinstance(i, str) and i for i in given) and len(set(given)) == len(given),
         p,
@@ -521,7 +510,7 @@ def _cluster(site: Site) -> dict[str, Any]:
         "gpus_total": nodes * site.node.gpus_per_node,
         "gpu_model": site.node.gpu_model,
         "lab": site.in_lab,
-        "scheduler": tenants.scheduler(site.raw.get("gpucluster_cluster") or {}),
+        "scheduler": site.scheduler,
     }
 
 
@@ -529,7 +518,7 @@ def _time(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "server": site.head,
         "server_address": addresses["hosts"][site.head]["management"],
-        "upstream": list(site.network.get("ntp_servers") or []),
+        "upstream": list(site.ntp_servers),
         # lab only: containers lack CAP_SYS_TIME, chronyd serves time without setting the clock
         "no_clock_control": site.chrony_no_clock_control,
     }
@@ -548,7 +537,7 @@ def _validation(site: Site, tier: tiers.TierProfile, plan: Mapping[str, Any]) ->
         link_rate_gbps=fab["link_rate_gbps"] if fab["type"] != "none" else None,
         nodes=plan["cluster"]["compute_nodes"],
         intra_node=gpu["interconnect"],
-        intra_floor_gbs=(site.raw.get("gpucluster_node") or {}).get("allreduce_intra_node_busbw_gbs"),
+        intra_floor_gbs=site.node.allreduce_intra_node_busbw_gbs,
         gpus_per_node=site.node.gpus_per_node,
         storage_ceilings=((plan["storage"].get("nfs") or {}).get("links") or {}).get("ceilings"),
     )
@@ -578,16 +567,14 @@ def cluster_plan(
     (``_needs``: those sections, read-only) and returns its own section; no stage patches another's."""
     site = load_site(site_vars, groups)  # every field checked, optional fields defaulted (inventory/site.py)
     tier = tiers.tier_profile(site.tier)
-    policy = site.gpu_policy
+    policy = site.policy_model
     # the site's GPU: the catalog entry with the site's readings for limits the catalog has no source for
-    model = gpu_limits.apply_gpu_limits(
-        catalog.gpu_model(site.node.gpu_model), (site.raw.get("gpucluster_node") or {}).get("gpu_limits")
-    )
+    model = gpu_limits.apply_gpu_limits(catalog.gpu_model(site.node.gpu_model), site.node.gpu_limits)
     # the per-GPU limit the policy asks for, before any rack budget (the power plan and the clocks read it)
-    requested = clocks.requested_power_limit(model, policy["clock_policy"], policy.get("power_cap_w"))
+    requested = clocks.requested_power_limit(model, policy.clock_policy, policy.power_cap_w)
     pw, limit = _power(site, model, requested)  # decides the GPU power limit (rack budget vs. policy)
     link = interconnect.intra_node(model, site.node.gpus_per_node, site.node.pcie_gen)  # how a node's GPUs meet
-    fab = _fabric(site, tier)
+    fab = _fabric(site)
     addresses = address_plan(
         pools=site.network,
         hosts=[{"name": h.name, "roles": h.roles, "storage_nics": _storage_nics(site, h.roles)} for h in site.hosts],
@@ -627,13 +614,12 @@ def cluster_plan(
     }
     # the stages that read earlier sections, in dependency order
     plan["validation"] = _validation(site, tier, _needs(plan, "cluster", "hosts", "gpu", "storage", "fabric"))
-    plan["ups"] = ups.ups_plan(site.facility.get("ups"), pw, plan["cluster"])  # runtime vs shutdown
-    plan["tenants"] = tenants.tenants_plan(site.raw.get("gpucluster_tenants"), plan["cluster"]["gpus_total"])
-    slurm_section = site.raw.get("gpucluster_slurm")  # not a mapping: accounting_plan names it
+    plan["ups"] = ups.ups_plan(site.facility_model.ups, pw, plan["cluster"])  # runtime vs shutdown
+    plan["tenants"] = tenants.tenants_plan(site.tenants, plan["cluster"]["gpus_total"])
     # the health check before Slurm: slurm.conf's Epilog=/Prolog= are its programs (plan["health"]["modes"])
     plan["health"] = health.health_config(
         _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric"),
-        slurm_section.get("health") if isinstance(slurm_section, dict) else None,
+        site.slurm_health,
     )
     plan["slurm"] = slurm_plan(site, _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric", "tenants", "health"))
     plan["dcgm"] = dcgm.dcgm_policy(_needs(plan, "gpu"))  # the exporter's counters: the dashboards read them
@@ -643,7 +629,7 @@ def cluster_plan(
     )
     # training jobs in containers: the runtime, and the mounts, environment and devices of every job container
     plan["containers"] = containers.containers_plan(
-        site.raw.get("gpucluster_containers"),
+        site.containers,
         scheduler=plan["cluster"]["scheduler"],
         storage=storage_plan,
         nccl_conf=nccl_plan["conf"],
@@ -658,7 +644,7 @@ def cluster_plan(
         role_files,
     )
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
-    plan["rollout"] = rollout.rollout_plan(site.raw.get("gpucluster_rollout"))
+    plan["rollout"] = rollout.rollout_plan(site.rollout)
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
         plan["kubernetes"] = k8s_manifests.kubernetes_plan(
             _needs(

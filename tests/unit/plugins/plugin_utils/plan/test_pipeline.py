@@ -4,9 +4,11 @@ the clock policy are each settled once; the plan holds data, not rendered docume
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,6 +136,72 @@ def test_the_plan_package_does_not_import_report() -> None:
     for path in folder.glob("*.py"):
         text = path.read_text()
         assert "plugin_utils.report" not in text and "import report" not in text, path.name
+
+
+def _root(node: ast.AST) -> str | None:
+    """The name an expression starts from: ``site`` for ``site.storage_model.paths`` or ``site.x["k"]``."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _site_reads(tree: ast.AST) -> set[str]:
+    """``site`` and the local names bound to a part of it (``lu = site.lustre_model``)."""
+    names = {"site"}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = (
+                zip(target.elts, node.value.elts, strict=False)
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                else [(target, node.value)]
+            )
+            names |= {t.id for t, v in pairs if isinstance(t, ast.Name) and _root(v) == "site"}
+    return names
+
+
+def _raw_reads(source: str) -> list[str]:
+    """The reads of ``source`` that bypass the site model: ``.raw``, a ``.get(key, default)``, and a ``.get``
+    or a ``["key"]`` on the site or a name bound to a part of it."""
+    tree = ast.parse(source)
+    site_names = _site_reads(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.expr):
+            continue
+        where = f"line {node.lineno}: {ast.unparse(node)}"
+        if isinstance(node, ast.Attribute) and node.attr == "raw":
+            found.append(where)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if len(node.args) > 1 or _root(node.func.value) in site_names:
+                found.append(where)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)  # a section's key (a list's index or slice is no default)
+            and _root(node.value) in site_names
+        ):
+            found.append(where)
+    return found
+
+
+def test_the_plan_reads_the_site_model_never_the_raw_inventory() -> None:
+    """plan/assembly.py reads typed fields of the site model (inventory/site.py): no ``site.raw``, no
+    ``.get(key, default)`` and no ``.get``/``["key"]`` on a part of the site, so each optional field's default
+    is decided once, in load_site. Reads of the plan's own computed sections (``fab["infiniband"]``) stay."""
+    source = Path(assembly.__file__).read_text()
+    assert {"site", "st", "lu", "f", "policy"} <= _site_reads(ast.parse(source))  # the stages' aliases
+    assert _raw_reads(source) == []
+    # what the check finds: each way a stage would read the inventory past the site model
+    bad = [
+        'x = site.raw.get("gpucluster_tenants")',
+        'lu = site.lustre_model\ny = lu.get("layouts")',
+        'z = site.storage["type"]',
+        'rate = fab.get("link_rate_gbps", 400)',
+    ]
+    assert [len(_raw_reads(text)) > 0 for text in bad] == [True] * len(bad)
+    assert _raw_reads('a = fab["infiniband"]\nb = plan["storage"].get("nfs")\nc = site.node.nics[0]') == []
 
 
 def test_a_stage_reads_only_the_sections_it_names_and_writes_none() -> None:
