@@ -438,7 +438,7 @@ def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
         switch_radix=f.get("switch_radix"),
         spines=f.get("spines", 0),
         spine_scope=f.get("spine_scope", "shared"),
-        costs=site.raw.get(FIELD),
+        costs=site.costs,  # gpucluster_costs (FIELD), as written: fabric_tco checks it
         gpu_hour_usd=site.workload_model.gpu_hour_cost_usd,
         fabric_type=fab["type"],
         link_rate_gbps=fab.get("link_rate_gbps") or 400,

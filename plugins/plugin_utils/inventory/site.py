@@ -6,9 +6,10 @@ error is a :class:`PlanError` naming the inventory field, so a bad inventory sto
 plan play before any host is contacted. The defaults of optional fields are set here, once
 (:class:`Facility`, :class:`Workload`, :class:`Lustre`, :class:`Storage`, :class:`Fabric`,
 :class:`GpuPolicy`, the :class:`Node` fields, and the :class:`Site` fields and properties): the
-engine (plan/assembly.py) reads those, never ``Site.raw``, and never writes a ``.get(key, default)``
-of its own; tier-dependent numbers come from the tier profile (tiers.py). ``Site.raw`` stays for the
-domain modules that read a section themselves (slurm/settings.py, fabric/tco.py).
+engine (plan/assembly.py) reads those, and never writes a ``.get(key, default)``
+of its own; tier-dependent numbers come from the tier profile (tiers.py). The sections a domain
+module checks itself (Slurm's, the tenants', the containers', the rollout's, the costs') are Site fields
+as written; a Site keeps no raw inventory (no engine module can read past the model).
 """
 
 from __future__ import annotations
@@ -215,7 +216,6 @@ def _with_defaults(cls: Any, section: dict[str, Any]) -> Any:
 
 @dataclass
 class Site:
-    raw: dict[str, Any]
     name: str
     tier: str
     domain: str
@@ -242,6 +242,7 @@ class Site:
     slurm_health: Any = None  # gpucluster_slurm.health (compute/health.py); None unless slurm is a mapping
     containers: Any = None  # gpucluster_containers (compute/containers.py)
     rollout: Any = None  # gpucluster_rollout (plan/rollout.py)
+    costs: Any = None  # gpucluster_costs (fabric/tco.py)
 
     @property
     def subnet_manager(self) -> str:
@@ -538,7 +539,6 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     policy.setdefault("clock_policy", "max_performance")
     check_choice(policy["clock_policy"], "gpucluster_gpu_policy.clock_policy", CLOCK_POLICIES)
     site = Site(
-        raw=raw,
         name=name,
         tier=tier,
         domain=_str(cluster, "gpucluster_cluster", "domain", "cluster.internal"),
@@ -571,6 +571,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     site.slurm_health = site.slurm.get("health") if isinstance(site.slurm, dict) else None
     site.containers = raw.get("gpucluster_containers")
     site.rollout = raw.get("gpucluster_rollout")
+    site.costs = raw.get("gpucluster_costs")
     return site
 
 

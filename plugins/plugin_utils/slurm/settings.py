@@ -108,7 +108,7 @@ def _hook(plan: dict[str, Any], mode: str) -> str:
 
 def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
-    acct = accounting.accounting_plan(site.raw.get(accounting.FIELD), plan)
+    acct = accounting.accounting_plan(site.slurm, plan)
     lab = site.lab_overrides
     node = site.node
     nodes_expr = plan["cluster"]["compute_hostlist"]
@@ -132,7 +132,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "controller_address": plan["hosts"][site.head]["addresses"]["management"],
         # every slurmctld host, primary (the head) first, StateSaveLocation and its shared mount (ha.py)
         "ha": ha.ha_plan(
-            site.raw.get(accounting.FIELD),
+            site.slurm,
             primary=site.head,
             backups=site.slurm_backups,
             addresses={"hosts": {n: h["addresses"] for n, h in plan["hosts"].items()}},

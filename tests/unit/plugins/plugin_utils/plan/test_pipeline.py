@@ -337,3 +337,18 @@ def test_no_stage_changes_a_section_it_was_given(inventory: str, monkeypatch: py
     if inventory == "roce":  # the hosts' rail units carry the RoCE MTU from the start
         units = [u for h in plan["hosts"].values() for u in h["network_units"] if u["purpose"] == "compute"]
         assert units and {u["mtu"] for u in units} == {plan["fabric"]["roce"]["mtu"]}
+
+
+def test_no_engine_module_reads_the_raw_inventory() -> None:
+    """Only inventory/site.py (load_site) reads the raw ``gpucluster_*`` variables, and a Site keeps none of
+    them: every engine module gets the site model's fields (Slurm's and the costs' sections as written,
+    checked by their own module)."""
+    engine = Path(assembly.__file__).parents[1]
+    readers = {
+        str(path.relative_to(engine))
+        for path in engine.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "raw"
+    }
+    assert readers == set()
+    assert "raw" not in site.Site.__dataclass_fields__
