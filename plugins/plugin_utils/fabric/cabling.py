@@ -173,6 +173,17 @@ def radix_for(
     return catalog.switch_radix(fabric_type, link_rate_gbps, section.get("switch_model"), field)
 
 
+#: the defaults of ``gpucluster_fabric``'s tree fields (docs/inventory.md), read by the cabling and the TCO
+#: alike: no spine count of the site's own (sized from the leaves), spines shared by the rails, a
+#: non-blocking tree, at least two spines
+TREE_DEFAULTS: dict[str, Any] = {"spines": 0, "spine_scope": "shared", "oversubscription": 1, "min_spines": 2}
+
+
+def tree_fields(section: dict[str, Any]) -> dict[str, Any]:
+    """``spines``, ``spine_scope``, ``oversubscription`` and ``min_spines`` of a fabric section, defaulted."""
+    return {key: section.get(key, default) for key, default in TREE_DEFAULTS.items()}
+
+
 def site_cabling(
     section: dict[str, Any],
     *,
@@ -191,14 +202,11 @@ def site_cabling(
         compute_hosts=compute_hosts,
         rail_hcas=rail_hcas,
         switch_radix=radix_for(section, fabric_type, link_rate_gbps, field),
-        spines=section.get("spines", 0),
-        spine_scope=section.get("spine_scope", "shared"),
         link_rate_gbps=link_rate_gbps,
         link_width=link_width,
-        oversubscription=section.get("oversubscription", 1),
-        min_spines=section.get("min_spines", 2),
         field=field,
         links=links,
+        **tree_fields(section),
     )
 
 

@@ -436,15 +436,12 @@ def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
         rails=len(site.node.compute_nics),
         gpus_per_node=site.node.gpus_per_node,
         switch_radix=f.get("switch_radix"),
-        spines=f.get("spines", 0),
-        spine_scope=f.get("spine_scope", "shared"),
         costs=site.costs,  # gpucluster_costs (FIELD), as written: fabric_tco checks it
         gpu_hour_usd=site.workload_model.gpu_hour_cost_usd,
         fabric_type=fab["type"],
-        link_rate_gbps=fab.get("link_rate_gbps") or 400,
-        oversubscription=f.get("oversubscription", 1),
-        min_spines=f.get("min_spines", 2),
+        link_rate_gbps=fab["link_rate_gbps"],  # the site model's (its default decided there)
         plan_cabling=fab.get("cabling"),
+        **cabling.tree_fields(f),
     )
 
 
