@@ -51,6 +51,7 @@ import yaml
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS, GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 
 FIELD = "gpucluster_gpu_policy.mig"
 #: where nvidia-mig-parted's systemd service (nvidia-mig-manager) reads its config (docs/sources.md [G6])
@@ -325,21 +326,6 @@ def mig_plan(policy: Any, model: GpuModel, compute_hosts: list[str], gpus_per_no
     }
 
 
-def _fresh(value: Any) -> Any:
-    """A plain copy of an entry's value, a mapping's keys sorted: no object twice in the document, which
-    YAML would write as an anchor and an alias (``&id001``) where two layouts share a GPU list, and no
-    subclass of int or str (a value Ansible tagged with its origin), which safe_dump refuses."""
-    if isinstance(value, Mapping):
-        return {str(k): _fresh(v) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    return str(value)
-
-
 def mig_parted_config(parted: Mapping[str, Any]) -> str:
     """nvidia-mig-parted's config file (docs/sources.md [G6]) from the plan's ``gpu.mig.parted``.
 
@@ -348,13 +334,14 @@ def mig_parted_config(parted: Mapping[str, Any]) -> str:
     function's or a list's, none a mapping's, so a plan read back from plan.json (keys sorted) renders
     the same bytes. The compute role's template (/etc/nvidia-mig-manager/config.yaml) and the
     Kubernetes path's ConfigMap both call it."""
-    configs = {
-        str(config["name"]): [
-            {key: _fresh(entry[key]) for key in PARTED_ENTRY_KEYS if key in entry} for entry in config["devices"]
-        ]
-        for config in parted["mig-configs"]
-    }
-    document = {"version": str(parted["version"]), "mig-configs": configs}
+    configs: dict[str, list[dict[str, Any]]] = {}
+    for config in parted["mig-configs"]:
+        entries = [{key: plain(entry[key]) for key in PARTED_ENTRY_KEYS if key in entry} for entry in config["devices"]]
+        for entry in entries:
+            if "mig-devices" in entry:
+                entry["mig-devices"] = dict(sorted(entry["mig-devices"].items()))  # by profile name
+        configs[str(config["name"])] = entries
+    document = {"version": str(parted["version"]), "mig-configs": configs}  # plain(): no alias, no tagged value
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 

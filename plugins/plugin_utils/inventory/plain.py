@@ -7,11 +7,19 @@ from typing import Any
 
 
 def plain(value: Any) -> Any:
-    """Ansible's lazy/tagged containers as plain dicts, lists and strings."""
+    """Ansible's lazy/tagged containers as plain dicts, lists, strings and numbers (a value Ansible tagged
+    with its origin is a subclass of str, int or float, which yaml.safe_dump refuses). A new object
+    for every container: no object twice in the result, which YAML would write as an anchor and alias."""
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, str):
         return str(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
     return value

@@ -536,7 +536,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     storage = _section(raw, "gpucluster_storage")
     check_choice(_get(storage, "gpucluster_storage", "type"), "gpucluster_storage.type", STORAGE_TYPES)
     policy = _section(raw, "gpucluster_gpu_policy", required=False)
-    policy.setdefault("clock_policy", "max_performance")
+    policy.setdefault("clock_policy", GpuPolicy.clock_policy)
     check_choice(policy["clock_policy"], "gpucluster_gpu_policy.clock_policy", CLOCK_POLICIES)
     site = Site(
         name=name,
@@ -606,8 +606,8 @@ def _fabric_model(fabric: dict[str, Any], fabric_type: str, tier: str, node: Nod
     return Fabric(
         type=fabric_type,
         topology=fabric.get("topology") or ("none" if fabric_type == "none" else profile.topology),
-        # 4x NDR, 400 Gb/s (docs/sources.md [IV6]) when neither the fabric nor the NICs give a rate
-        link_rate_gbps=fabric.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or 400,
+        # the class default (4x NDR, docs/sources.md [IV6]) when neither the fabric nor the NICs give a rate
+        link_rate_gbps=fabric.get("link_rate_gbps") or (nics[0].rate_gbps if nics else None) or Fabric.link_rate_gbps,
         infiniband=fabric.get("infiniband"),
         roce=fabric.get("roce"),
     )
