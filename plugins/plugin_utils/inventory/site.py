@@ -43,7 +43,12 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import DEFAULT_SCHEDULER
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import scheduler as cluster_scheduler
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import tier_profile
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import check_values
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import (
+    PACKAGE_SOURCE_VARIABLES,
+    check_package_sources,
+    check_secrets,
+    check_values,
+)
 
 PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
 HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
@@ -513,6 +518,8 @@ def _check_gpu_nic_pairing(node: Node, tier: str, fabric_type: str) -> None:
 def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     """Check the inventory and return a :class:`Site`; raise PlanError on the first bad field."""
     require(isinstance(raw, dict), "gpucluster_*", type(raw).__name__, "a mapping of the gpucluster_* variables")
+    # a secret (a token, a key) anywhere in the site variables first, before any check echoes a value
+    check_secrets(raw)
     # types, closed sections and string forms first (schema_v1.json); ranges and cross-field rules below
     check_inventory(raw)
     # values that have their form but cannot be meant (reserved names, system folders, special networks,
@@ -663,7 +670,9 @@ def check_host_variables(
     - a ``gpucluster_*`` variable whose value on a host differs from group all's (set in host_vars, on
       another group, or in hosts.yml) is an error, unless ``per_host`` declares it;
     - ``gpucluster_plan_root`` and ``gpucluster_plan_dir`` come from the command line (``extra_vars``) only;
-    - two hosts with one ``ansible_host`` are an error (two inventory hosts, one machine).
+    - two hosts with one ``ansible_host`` are an error (two inventory hosts, one machine);
+    - a package repository the roles would add (``values.PACKAGE_SOURCES``, role variables: each host's own)
+      without a signing key and its pinned fingerprint, or reached over http, is an error (issue 37).
     """
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import RUNTIME_NAMES, SCHEMA
 
@@ -687,6 +696,7 @@ def check_host_variables(
                 f"a command-line choice only (-e {name}=PATH): an inventory (here on {where}) cannot move where the"
                 " plan and every host's files are written (build/plan/<name>/ under the current directory by default)",
             )
+        check_package_sources(host_vars.get(host) or {}, "group all" if host == controller else f"host {host}")
     reference = host_vars.get(controller) or {}
 
     def site_names(values: dict[str, Any]) -> list[str]:
@@ -733,12 +743,13 @@ def _shown_value(value: Any) -> Any:
 
 def variables_to_check(values: dict[str, Any], known: list[str] | None = None) -> dict[str, Any]:
     """The part of one host's variables :func:`check_host_variables` reads (gpucluster_* names, names
-    close to them, ansible_host), so the filter converts no more than those."""
+    close to them, ansible_host, the package sources' role variables), so the filter converts no more than those."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA
 
     known = sorted(SCHEMA["properties"]) if known is None else known
     return {
         n: v
         for n, v in values.items()
-        if isinstance(n, str) and (n.startswith(PREFIX + "_") or n == "ansible_host" or _near_miss(n, known))
+        if isinstance(n, str)
+        and (n.startswith(PREFIX + "_") or n == "ansible_host" or n in PACKAGE_SOURCE_VARIABLES or _near_miss(n, known))
     }

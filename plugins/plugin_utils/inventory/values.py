@@ -24,7 +24,8 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
@@ -56,7 +57,8 @@ SYSTEM_USERS = frozenset(
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin")
 SYSTEM_TREES += ("/sys", "/usr")
 SYSTEM_FOLDERS = ("/", "/root", "/tmp", "/var", "/var/lib", "/var/log", "/var/tmp", *SYSTEM_TREES)
-#: abs_path fields that name a file the collection reads, not a folder it mounts, exports or fills.
+#: abs_path fields that name a file the collection reads, not a folder it mounts, exports or fills: each has
+#: its own, narrower rule (conn_auth_file: a file under /etc/beegfs/, storage/beegfs.py ``auth_file``).
 PATH_FIELDS_EXEMPT = ("gpucluster_storage.beegfs.conn_auth_file",)
 #: IPv4 networks no address pool may touch (IANA special-purpose registry, RFC 6890; docs/sources.md [IV5]).
 SPECIAL_NETWORKS = (
@@ -389,6 +391,190 @@ def _check_fabric(raw: dict[str, Any]) -> None:
         )
 
 
+# --- secrets: never in the inventory's site variables, the plan or its files (issue 37) ---------------------
+#: Shapes of well-known credentials (the vendors' documented token formats): a value of one of these shapes
+#: is a secret wherever it stands in the site variables. GitHub
+#: (https://github.blog/2021-04-05-behind-githubs-new-authentication-token-formats/), GitLab
+#: (https://docs.gitlab.com/ee/security/tokens/#token-prefixes), AWS access key ids
+#: (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids),
+#: Slack (https://api.slack.com/authentication/token-types), NVIDIA NGC API keys (nvapi-), Hugging Face
+#: (hf_), a JSON Web Token (RFC 7519: base64url header.payload.signature, the header starting '{"' = eyJ)
+#: and a PEM private key.
+SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (what, re.compile(pattern))
+    for what, pattern in (
+        ("a GitHub token", r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        ("a GitLab token", r"\bgl(pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat)-[A-Za-z0-9_-]{16,}"),
+        ("an AWS access key id", r"\b(AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b"),
+        ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+        ("an NGC API key", r"\bnvapi-[A-Za-z0-9_-]{20,}"),
+        ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+        ("a JSON Web Token", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+        ("a private key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
+    )
+)
+#: In a NAME (a credential's name): a run of this many hex digits, or of this many base64 characters
+#: mixing letters and digits with at least this much Shannon entropy per character, is a random string
+#: (a key or token), not a name a person gives. Names are words joined by '_' or '-' (ngc, nvcr_pull,
+#: registry_2024_ro): their runs are short.
+SECRET_HEX_RUN = 32
+SECRET_RANDOM_RUN = 20
+SECRET_ENTROPY_BITS = 3.5
+_HEX_RUN = re.compile(rf"[0-9A-Fa-f]{{{SECRET_HEX_RUN},}}")
+_B64_RUN = re.compile(rf"[A-Za-z0-9+/=]{{{SECRET_RANDOM_RUN},}}")
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def secret_shape(value: Any, *, name: bool = False) -> str | None:
+    """What ``value`` looks like when it looks like a secret ('a GitHub token'), else None.
+
+    ``name``: ``value`` should be a name (a credential's name): long random runs count too."""
+    if not isinstance(value, str):
+        return None
+    for what, pattern in SECRET_SHAPES:
+        if pattern.search(value):
+            return what
+    if name:
+        if _HEX_RUN.search(value):
+            return "a long hexadecimal string (a key or token)"
+        for run in _B64_RUN.findall(value):
+            mixed = re.search(r"[0-9]", run) and re.search(r"[A-Za-z]", run)
+            if mixed and _entropy(run) >= SECRET_ENTROPY_BITS:
+                return "a long random string (a key or token)"
+    return None
+
+
+#: Fields that hold the NAME of a secret (the secret itself comes from the site's secret store).
+SECRET_NAME_FIELDS = ("gpucluster_containers.registries[].credential",)
+
+
+def _strings(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
+    if isinstance(data, str):
+        yield path, data
+    elif isinstance(data, Mapping):
+        for key, value in data.items():
+            yield from _strings(key, [*path, f"<key {len(path)}>"])
+            yield from _strings(value, [*path, key])
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            yield from _strings(value, [*path, i])
+
+
+def check_secrets(raw: Mapping[str, Any]) -> None:
+    """Refuse a secret in the site variables, before anything else reads (or echoes) them: a value shaped
+    like a known credential anywhere, and a credential's NAME that looks like a key or token. The error
+    names the field and what the value looks like, never the value (the plan and its report are 0644)."""
+    for path, text in _strings(dict(raw), []):
+        field = field_path(path)
+        pattern = re.sub(r"\[\d+\]", "[]", field)
+        what = secret_shape(text, name=pattern in SECRET_NAME_FIELDS)
+        require(
+            what is None,
+            field,
+            "<hidden>",
+            f"no secret in the inventory: the value looks like a secret ({what}) and is not shown; "
+            + (
+                "name the credential (letters, digits, '_') and give the secret itself in the compute role's"
+                " compute_container_credentials from the site's secret store (Ansible Vault)"
+                if pattern in SECRET_NAME_FIELDS
+                else "keep secrets in the site's secret store (Ansible Vault) in the roles' secret variables, which"
+                " the plan never reads"
+            ),
+        )
+
+
+# --- package sources: every apt repository signed by a pinned key (issue 37) -----------------------------
+#: The apt repositories the roles add, by their role variable: ``<name>`` the URIs, ``<name>_key`` the
+#: signing key (an https:// URL, an ASCII-armored key or a keyring path on the host), ``<name>_key_fingerprint``
+#: the key's pinned fingerprint(s), checked before apt trusts the key (module apt_signing_key),
+#: ``<name>_http_mirror`` (default false) lets http:// URIs name the site's own mirror: apt still checks the
+#: repository's Release signature against the pinned key (https://wiki.debian.org/SecureApt). The key
+#: itself is only ever fetched over https.
+PACKAGE_SOURCES = (
+    "compute_gpu_repo",
+    "compute_container_repo",
+    "compute_beegfs_repo",
+    "storage_beegfs_repo",
+    "head_grafana_repo",
+)
+#: The names of the role variables :func:`check_package_sources` reads.
+PACKAGE_SOURCE_VARIABLES = frozenset(
+    f"{p}{s}" for p in PACKAGE_SOURCES for s in ("", "_key", "_key_fingerprint", "_http_mirror")
+)
+_FINGERPRINT = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
+ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+
+
+def key_fingerprints(value: Any) -> list[str] | None:
+    """The pinned fingerprints of ``value`` (one, or a list; spaces and case ignored: 40 hex digits for a
+    v4 key, 64 for v5/v6), or None when it is no such list."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) for v in items):
+        return None
+    out = [re.sub(r"\s+", "", v).upper().removeprefix("0X") for v in items]
+    return out if all(_FINGERPRINT.fullmatch(v) for v in out) else None
+
+
+def check_package_sources(variables: Mapping[str, Any], where: str = "group all") -> None:
+    """Raise PlanError unless every package repository set in ``variables`` (one host's variables) is
+    signed by a key with a pinned fingerprint and reached over https (http only for a declared mirror)."""
+    for name in PACKAGE_SOURCES:
+        uris = variables.get(name)
+        if uris is None or uris == [] or uris == "":
+            continue
+        on = f" (set on {where})"
+        uri_list = [uris] if isinstance(uris, str) else uris
+        require(
+            isinstance(uri_list, list) and all(isinstance(u, str) for u in uri_list),
+            name,
+            uris,
+            "a list of apt repository URIs" + on,
+        )
+        mirror = variables.get(f"{name}_http_mirror", False)
+        require(isinstance(mirror, bool), f"{name}_http_mirror", mirror, "true or false" + on)
+        for i, uri in enumerate(uri_list):
+            scheme = uri.partition("://")[0].lower() if "://" in uri else ""
+            require(
+                scheme == "https" or (scheme == "http" and mirror),
+                f"{name}[{i}]",
+                uri,
+                "an https:// URI"
+                + ("" if scheme != "http" else f" (http:// only for the site's own mirror: {name}_http_mirror: true)")
+                + on,
+            )
+        key = variables.get(f"{name}_key", "")
+        text = key.strip() if isinstance(key, str) else ""
+        kind = (
+            "url"
+            if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text)
+            else "armored"
+            if text.startswith(ARMORED_KEY)
+            else "path"
+            if text.startswith("/")
+            else ""
+        )
+        require(
+            kind != "" and (kind != "url" or text.lower().startswith("https://")),
+            f"{name}_key",
+            key if len(text) <= 120 else text[:60] + "...",
+            "the repository's signing key: an https:// URL, an ASCII-armored key (" + ARMORED_KEY + ") or a"
+            " keyring path on the host; without it apt trusts any key of its keyring (or none), and a key fetched"
+            " over http could be anyone's" + on,
+        )
+        pinned = variables.get(f"{name}_key_fingerprint")
+        require(
+            key_fingerprints(pinned) is not None,
+            f"{name}_key_fingerprint",
+            pinned,
+            f"the full fingerprint of {name}_key (40 hex digits, spaces allowed; a list for several keys): the key"
+            " is checked against it on the host before apt trusts it" + on,
+        )
+
+
 def check_values(raw: dict[str, Any], groups: dict[str, list[str]], *, hosts: list[str], storage_hosts: int) -> None:
     """Raise PlanError for the first value of the inventory that has its form but cannot be meant.
 
@@ -403,4 +589,17 @@ def check_values(raw: dict[str, Any], groups: dict[str, list[str]], *, hosts: li
     _check_fabric(raw)
 
 
-__all__ = ["K8S_NAMESPACES", "SYSTEM_FOLDERS", "SYSTEM_TREES", "SYSTEM_USERS", "check_values", "yaml_reading"]
+__all__ = [
+    "K8S_NAMESPACES",
+    "PACKAGE_SOURCES",
+    "PACKAGE_SOURCE_VARIABLES",
+    "SYSTEM_FOLDERS",
+    "SYSTEM_TREES",
+    "SYSTEM_USERS",
+    "check_package_sources",
+    "check_secrets",
+    "check_values",
+    "key_fingerprints",
+    "secret_shape",
+    "yaml_reading",
+]

@@ -73,6 +73,41 @@ def _abs(value: Any, field: str) -> str:
     return str(value).rstrip("/")
 
 
+#: The one folder conn_auth_file may name a file in: BeeGFS's own configuration folder, where its
+#: documentation puts the secret (connAuthFile = /etc/beegfs/connauthfile,
+#: https://doc.beegfs.io/latest/advanced_topics/authentication.html) and where nothing but BeeGFS's files lie.
+AUTH_DIR = CONF_DIR + "/"
+
+
+def auth_file(value: Any, field: str) -> str:
+    """``conn_auth_file``: a dedicated file under /etc/beegfs/ (issue 37).
+
+    The storage role makes the file on the management host when it is missing and copies WHATEVER it holds
+    there to every BeeGFS server and client (tenant nodes), overwriting the file of that name: a path like
+    /etc/shadow or /root/.ssh/id_ed25519 would spread the management host's secret to every node (and
+    replace the nodes' own). So: an absolute, normalised path (no '.', '..' or '//') of a file below
+    /etc/beegfs/ (BeeGFS's own folder, root's), not one of the configuration files the roles write nor any
+    other ``*.conf``, without spaces or commas (a value of beegfs-*.conf's key)."""
+    parts = value.split("/") if isinstance(value, str) else []
+    name = parts[-1] if parts else ""
+    require(
+        isinstance(value, str)
+        and value.startswith(AUTH_DIR)
+        and all(p not in ("", ".", "..") for p in parts[1:])
+        and " " not in value
+        and "," not in value
+        and value not in FILES.values()
+        and not name.endswith(".conf")
+        and bool(name),
+        field,
+        value,
+        f"a file of its own under {AUTH_DIR} (for example {DEFAULT_AUTH_FILE}), normalised (no '.', '..' or '//'),"
+        " not a BeeGFS configuration file (*.conf) and without spaces or commas: the storage role copies the"
+        " management host's file of that path to every BeeGFS server and client",
+    )
+    return str(value)
+
+
 def stripe_pattern(components: Sequence[dict[str, Any]], target_count: int, field: str) -> dict[str, int]:
     """The BeeGFS pattern of a Lustre layout: its last component's stripe size and count.
 
@@ -212,7 +247,7 @@ def beegfs_plan(
         "a list of storage target directories on each storage host, each once",
     )
     targets = [_abs(d, f"{field}.storage_directories[{i}]") for i, d in enumerate(dirs)]
-    auth = _abs(beegfs.get("conn_auth_file", DEFAULT_AUTH_FILE), f"{field}.conn_auth_file")
+    auth = auth_file(beegfs.get("conn_auth_file", DEFAULT_AUTH_FILE), f"{field}.conn_auth_file")
     # the servers' own interfaces (never the clients' names): beegfs.server_interfaces, else the storage servers'
     server_ifaces = beegfs.get("server_interfaces") or list(server_interfaces)
     require(
