@@ -12,8 +12,10 @@ filtered to what a run needs: ansible-runner writes the whole environment of its
 a CI secret in the caller's environment would otherwise land in the artifacts and in the archive
 tools/ci/pipeline.sh packs. ``scrub`` applies the same filter to the ``command`` files already
 written (runs from before, or through another caller). The names kept: ``RUNNER_ENV_NAMES``,
-``RUNNER_ENV_PREFIXES`` (less names that look like credentials) and those listed in
-``RUNNER_ENV_KEEP`` (space or comma separated), which are then written into the artifacts too.
+``RUNNER_ENV_PREFIXES`` and those listed in ``RUNNER_ENV_KEEP`` (space or comma separated), which are
+then written into the artifacts too; never a name that looks like a credential's (ANSIBLE_BECOME_PASS,
+..._TOKEN, ..._KEY: :func:`credential_name`) nor a value shaped like a token (ghp_..., a JWT), even
+when RUNNER_ENV_KEEP names it.
 
 ``prepare`` copies env/ from the template (adding ANSIBLE_CONFIG), copies the inventory
 (and, with ``--lab``, the lab's overlay and connection files) and links project/ to this
@@ -67,25 +69,64 @@ RUNNER_ENV_NAMES = frozenset({
     "VIRTUAL_ENV", "PYTHONUNBUFFERED",
 })  # fmt: skip
 RUNNER_ENV_PREFIXES = ("ANSIBLE_", "LC_")
-#: names under those prefixes that still look like credentials (ANSIBLE_GALAXY_SERVER_X_TOKEN,
-#: ANSIBLE_NET_PASSWORD ...); paths to such files (``..._FILE``) are kept
-CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|(^|_)(API_)?KEY$")
+#: A name that looks like a credential's (issue 37), split into its words at '_':
+#: - any word naming a secret: TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL(S), CREDS, COOKIE
+#:   (ANSIBLE_GALAXY_SERVER_X_TOKEN, ANSIBLE_NET_PASSWORD, AWS_SECRET_ACCESS_KEY, CI_JOB_TOKEN);
+#: - the last word PASS, PWD, KEY, APIKEY, AUTH or SESSION: ansible-core's own secret settings
+#:   (ANSIBLE_BECOME_PASS, ANSIBLE_REMOTE_PASS, ANSIBLE_VAULT_PASS, ANSIBLE_SSH_PASS ... and
+#:   ANSIBLE_PRIVATE_KEY) and the usual API_KEY / _AUTH; not in the middle (ANSIBLE_HOST_KEY_CHECKING and
+#:   ANSIBLE_PRIVATE_ROLE_VARS stay);
+#: except a PATH to such a file, the last word FILE, PATH or DIR (ANSIBLE_VAULT_PASSWORD_FILE,
+#: ANSIBLE_PRIVATE_KEY_FILE, ANSIBLE_GALAXY_TOKEN_PATH): a path is no secret, and ansible needs it.
+CREDENTIAL_WORDS = frozenset(
+    {"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"}
+    | {"CREDS", "COOKIE"}
+)
+CREDENTIAL_LAST_WORDS = frozenset({"PASS", "PWD", "KEY", "APIKEY", "AUTH", "SESSION"})
+PATH_WORDS = frozenset({"FILE", "PATH", "DIR"})
+#: Values shaped like a credential whatever their name (the plan's rule: plugin_utils/inventory/values.py
+#: SECRET_SHAPES, the vendors' token formats): GitHub, GitLab, AWS access key ids, Slack, NGC, Hugging Face,
+#: a JSON Web Token, a PEM private key. test_secrets_never_written checks both lists agree.
+SECRET_VALUE = re.compile(
+    r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|gl(pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat)-[A-Za-z0-9_-]{16,}"
+    r"|(AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b|xox[abposr]-[A-Za-z0-9-]{10,}|nvapi-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
+)
+
+
+def credential_name(name: str) -> bool:
+    """Whether ``name`` looks like a credential's (:data:`CREDENTIAL_WORDS`); paths to one are not."""
+    words = [w for w in name.upper().split("_") if w]
+    if not words or words[-1] in PATH_WORDS:
+        return False
+    return bool(CREDENTIAL_WORDS & set(words)) or words[-1] in CREDENTIAL_LAST_WORDS
 
 
 def runner_env(environ: Mapping[str, str] | None = None, keep: str | None = None) -> dict[str, str]:
     """``environ`` (default: this process's) filtered to what a run needs; ``keep`` (default
-    ``$RUNNER_ENV_KEEP``) names more variables to pass, comma or space separated."""
+    ``$RUNNER_ENV_KEEP``) names more variables to pass, comma or space separated.
+
+    Never passed, whatever ``keep`` says: a name that looks like a credential's (:func:`credential_name`)
+    and a value shaped like a token (:data:`SECRET_VALUE`): ansible-runner writes the run's environment
+    into its artifacts. A run that needs a secret reads it from a file (ANSIBLE_VAULT_PASSWORD_FILE,
+    ANSIBLE_PRIVATE_KEY_FILE, an ssh agent's socket)."""
     environ = os.environ if environ is None else environ
     extra = set(re.split(r"[\s,]+", (environ.get("RUNNER_ENV_KEEP", "") if keep is None else keep).strip())) - {""}
 
-    def wanted(name: str) -> bool:
-        if name in RUNNER_ENV_NAMES or name in extra:
-            return True
-        if not name.startswith(RUNNER_ENV_PREFIXES):
+    def wanted(name: str, value: str) -> bool:
+        if credential_name(name) or SECRET_VALUE.search(str(value)):
             return False
-        return name.endswith("_FILE") or not CREDENTIAL_NAME.search(name)
+        return name in RUNNER_ENV_NAMES or name in extra or name.startswith(RUNNER_ENV_PREFIXES)
 
-    return {k: v for k, v in environ.items() if wanted(k)}
+    return {k: v for k, v in environ.items() if wanted(k, v)}
+
+
+def refused_keep(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The names of ``$RUNNER_ENV_KEEP`` that :func:`runner_env` drops anyway (credentials), to say so."""
+    environ = os.environ if environ is None else environ
+    extra = set(re.split(r"[\s,]+", environ.get("RUNNER_ENV_KEEP", "").strip())) - {""}
+    return sorted(n for n in extra if credential_name(n) or SECRET_VALUE.search(str(environ.get(n, ""))))
 
 
 @contextmanager
@@ -252,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         if not cmd:
             parser.error("exec needs a command after --")
         env = runner_env()
+        for name in refused_keep():
+            print(f"runner_dir: {name} (RUNNER_ENV_KEEP) looks like a credential: not passed", file=sys.stderr)
         os.execvpe(cmd[0], cmd, env)  # PATH from the filtered environment (make puts .venv/bin first)
     if args.command == "scrub":
         for path in scrub(args.private_data_dir):

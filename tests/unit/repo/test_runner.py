@@ -150,8 +150,52 @@ def test_runner_env_keeps_what_a_run_needs_and_drops_the_rest() -> None:
     assert set(kept) == {
         "PATH", "HOME", "LANG", "LC_ALL", "SSH_AUTH_SOCK", "ANSIBLE_CONFIG", "ANSIBLE_VAULT_PASSWORD_FILE",
     }  # fmt: skip
-    assert runner_dir.runner_env(caller, keep="DEPLOY, CI_JOB_TOKEN").keys() == kept.keys() | {"DEPLOY", "CI_JOB_TOKEN"}
+    # RUNNER_ENV_KEEP passes more names, never a credential's (issue 37: they would land in the artifacts)
+    assert runner_dir.runner_env(caller, keep="DEPLOY, CI_JOB_TOKEN").keys() == kept.keys() | {"DEPLOY"}
     assert "DEPLOY" in runner_dir.runner_env({**caller, "RUNNER_ENV_KEEP": "DEPLOY"})
+    assert runner_dir.refused_keep({**caller, "RUNNER_ENV_KEEP": "DEPLOY CI_JOB_TOKEN"}) == ["CI_JOB_TOKEN"]
+
+
+# ansible-core's own secret settings (ansible-core's config/base.yml: become_password, remote_password,
+# vault password ...) and the usual credential names; the paths to such files and ordinary settings stay
+CREDENTIAL_NAMES = [
+    "ANSIBLE_BECOME_PASS", "ANSIBLE_BECOME_PASSWORD", "ANSIBLE_REMOTE_PASS", "ANSIBLE_REMOTE_PASSWORD",
+    "ANSIBLE_VAULT_PASS", "ANSIBLE_VAULT_PASSWORD", "ANSIBLE_SSH_PASS", "ANSIBLE_CONNECTION_PASSWORD",
+    "ANSIBLE_NET_AUTH_PASS", "ANSIBLE_HTTPAPI_PASS", "ANSIBLE_GALAXY_SERVER_RH_TOKEN", "ANSIBLE_GALAXY_TOKEN",
+    "ANSIBLE_AWS_CREDS", "ANSIBLE_MY_SECRET", "ANSIBLE_PRIVATE_KEY", "ANSIBLE_API_KEY", "ANSIBLE_X_APIKEY",
+    "ANSIBLE_REGISTRY_CREDENTIALS", "ANSIBLE_BASIC_AUTH", "ANSIBLE_SESSION_COOKIE", "LC_TOKEN",
+]  # fmt: skip
+KEPT_NAMES = [
+    "ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_BECOME_PASSWORD_FILE",
+    "ANSIBLE_GALAXY_TOKEN_PATH", "ANSIBLE_HOST_KEY_CHECKING", "ANSIBLE_PRIVATE_ROLE_VARS", "ANSIBLE_CONFIG",
+    "ANSIBLE_SSH_ARGS", "ANSIBLE_FORCE_COLOR", "ANSIBLE_VAULT_IDENTITY_LIST", "LC_ALL",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_runner_env_drops_ansible_own_secret_variables(name: str) -> None:
+    runner_dir = _load("runner_dir")
+    assert runner_dir.credential_name(name)
+    assert name not in runner_dir.runner_env({"PATH": "/bin", name: "hunter2"}, keep=name)  # not even kept on request
+
+
+@pytest.mark.parametrize("name", KEPT_NAMES)
+def test_runner_env_keeps_paths_to_secrets_and_ordinary_settings(name: str) -> None:
+    runner_dir = _load("runner_dir")
+    assert name in runner_dir.runner_env({"PATH": "/bin", name: "/run/x"}, keep="")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ghp_" + "A1b2C3d4" * 5, "glpat-" + "x1Y2z3" * 4, "AKIA" + "ABCDEFGH12345678", "xoxb-123456789012-abcdef",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig", "nvapi-" + "Zz9" * 12,
+    ],
+)  # fmt: skip
+def test_runner_env_drops_a_token_shaped_value_whatever_its_name(value: str) -> None:
+    runner_dir = _load("runner_dir")
+    kept = runner_dir.runner_env({"PATH": "/bin", "ANSIBLE_EXTRA_THING": value, "DEPLOY": value}, keep="DEPLOY")
+    assert kept == {"PATH": "/bin"}
 
 
 def test_scrub_filters_recorded_environments(tmp_path: Path) -> None:
