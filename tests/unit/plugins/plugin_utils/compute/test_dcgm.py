@@ -231,8 +231,12 @@ def test_install_is_skipped_with_its_reason_when_no_repository_is_set() -> None:
     assert include["ansible.builtin.include_tasks"] == "gpu_software.yml"
     assert include["when"] == "compute_gpu_repo | length > 0"
     assert {"compute_gpu_driver", "compute_gpu_fabricmanager", "compute_gpu_toolkit"} <= set(include["vars"])
-    modules = [next(k for k in t if k.startswith("ansible.builtin.")) for t in _tasks("gpu_software.yml")]
+    modules = [next(k for k in t if "." in k) for t in _tasks("gpu_software.yml")]  # each task's module (FQCN)
     assert "ansible.builtin.deb822_repository" in modules and "ansible.builtin.apt" in modules
+    # the repository's key is checked against its pinned fingerprint before the repository is added (issue 37)
+    assert modules.index("gpucluster.tiers.apt_signing_key") < modules.index("ansible.builtin.deb822_repository")
+    (repo,) = [t for t in _tasks("gpu_software.yml") if "ansible.builtin.deb822_repository" in t]
+    assert repo["ansible.builtin.deb822_repository"]["signed_by"] == "{{ compute_gpu_repo_keyring.path }}"
     # nothing outside the include installs a package or adds a source
     outside = [next(k for k in t if k.startswith("ansible.builtin.")) for t in tasks if t is not include]
     assert not {"ansible.builtin.apt", "ansible.builtin.deb822_repository", "ansible.builtin.get_url"} & set(outside)
