@@ -47,6 +47,27 @@ VAULT_SECRETS = {
     "slurm_db_password": f"slurmdbd-password-{TAG}",
     "head_alertmanager_smtp_password": f"smtp-password-{TAG}",
 }
+SECRET_WORDS = ("password", "passwd", "secret", "credential", "token")
+
+
+def _role_secret_variables() -> dict[str, object]:
+    """Every role variable named like a secret in the roles' argument specs (what the roles read from the
+    site's vault, whoever adds one): a fake value each, a mapping of {name: {username, password}} for a dict."""
+    out: dict[str, object] = {}
+    for spec in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+        for entry in (yaml.safe_load(spec.read_text()).get("argument_specs") or {}).values():
+            for name, option in (entry.get("options") or {}).items():
+                words = name.lower().split("_")
+                if words[-1] in ("file", "dir", "path", "mode", "owner", "group") or "repo" in words:
+                    continue
+                if any(w.startswith(SECRET_WORDS) for w in words):
+                    fake = f"{name}-{TAG}"
+                    out[name] = {"site": {"username": "u", "password": fake}} if option.get("type") == "dict" else fake
+    return out
+
+
+for _name, _fake in _role_secret_variables().items():
+    VAULT_SECRETS.setdefault(_name, _fake)
 VAULT_PASSWORD = f"vault-password-{TAG}"
 #: the caller's environment: ansible-core's own secret settings, CI tokens, a token under a plain name
 ENV_SECRETS = {
@@ -163,6 +184,10 @@ def _env(site: dict[str, Path]) -> dict[str, str]:
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
     }
+
+
+def test_the_roles_secret_variables_are_fed() -> None:
+    assert "compute_container_credentials" in _role_secret_variables()
 
 
 def test_the_vault_file_holds_ciphertext_only(site: dict[str, Path]) -> None:
