@@ -12,10 +12,16 @@ BeeGFS's conn_auth_file a file of its own.
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cluster_plan, load_inventory
+import yaml
+from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import site as site_module
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import values
@@ -98,6 +104,31 @@ def test_the_inventory_check_refuses_an_unpinned_source_on_the_host_that_has_it(
     with pytest.raises(PlanError) as err:
         site_module.check_host_variables({"localhost": unpinned, "head01": unpinned})
     assert err.value.field == "head_grafana_repo_key_fingerprint" and "(set on group all)" in err.value.allowed
+
+
+def test_the_example_sources_are_pinned_and_the_plan_play_stops_on_an_unpinned_one(tmp_path: Path) -> None:
+    """inventories/examples/tier4-b200 declares NVIDIA's and Grafana's repositories on the compute and head
+    groups; without the compute group's fingerprint the plan play stops at the inventory check, before the
+    plan is computed and before any host is contacted, naming the variable and the host."""
+    example = ROOT / "inventories" / "examples" / "tier4-b200"
+    for group in ("compute", "head"):
+        variables = yaml.safe_load((example / "group_vars" / group / "packages.yml").read_text())
+        assert set(variables) & set(values.PACKAGE_SOURCES), group
+        values.check_package_sources(variables, group)
+    inv = tmp_path / "inv"
+    shutil.copytree(example, inv)
+    packages = inv / "group_vars" / "compute" / "packages.yml"
+    packages.write_text("\n".join(x for x in packages.read_text().splitlines() if "gpu_repo_key_fingerprint" not in x))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), "playbooks/plan.yml",
+         "-e", f"gpucluster_plan_root={tmp_path / 'plan'}"],
+        cwd=ROOT, env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "inventory field 'compute_gpu_repo_key_fingerprint'" in run.stdout, run.stdout[-3000:]
+    assert "(set on host compute01)" in run.stdout
+    assert not (tmp_path / "plan").exists()  # nothing written
 
 
 def test_the_filter_reads_the_package_source_variables() -> None:
