@@ -48,6 +48,8 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values 
     check_package_sources,
     check_secrets,
     check_values,
+    secret_shape,
+    value_strings,
 )
 
 PCI_BUS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
@@ -692,7 +694,7 @@ def check_host_variables(
             require(
                 name not in COMMAND_LINE_ONLY or name in extra_vars,
                 name,
-                (host_vars.get(host) or {}).get(name),
+                _shown_value((host_vars.get(host) or {}).get(name)),
                 f"a command-line choice only (-e {name}=PATH): an inventory (here on {where}) cannot move where the"
                 " plan and every host's files are written (build/plan/<name>/ under the current directory by default)",
             )
@@ -737,6 +739,9 @@ def check_host_variables(
 
 
 def _shown_value(value: Any) -> Any:
+    # a value holding something shaped like a token is not shown (the error lands in logs and artifacts)
+    if any(secret_shape(text) for _path, text in value_strings(value, [])):
+        return "<hidden: it holds a value that looks like a secret>"
     text = repr(value)
     return value if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
 

@@ -452,23 +452,24 @@ def secret_shape(value: Any, *, name: bool = False) -> str | None:
 SECRET_NAME_FIELDS = ("gpucluster_containers.registries[].credential",)
 
 
-def _strings(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
+def value_strings(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
+    """Every string in ``data`` (keys too), with its path below ``path``."""
     if isinstance(data, str):
         yield path, data
     elif isinstance(data, Mapping):
         for key, value in data.items():
-            yield from _strings(key, [*path, f"<key {len(path)}>"])
-            yield from _strings(value, [*path, key])
+            yield from value_strings(key, [*path, f"<key {len(path)}>"])
+            yield from value_strings(value, [*path, key])
     elif isinstance(data, (list, tuple)):
         for i, value in enumerate(data):
-            yield from _strings(value, [*path, i])
+            yield from value_strings(value, [*path, i])
 
 
 def check_secrets(raw: Mapping[str, Any]) -> None:
     """Refuse a secret in the site variables, before anything else reads (or echoes) them: a value shaped
     like a known credential anywhere, and a credential's NAME that looks like a key or token. The error
     names the field and what the value looks like, never the value (the plan and its report are 0644)."""
-    for path, text in _strings(dict(raw), []):
+    for path, text in value_strings(dict(raw), []):
         field = field_path(path)
         pattern = re.sub(r"\[\d+\]", "[]", field)
         what = secret_shape(text, name=pattern in SECRET_NAME_FIELDS)
@@ -601,5 +602,6 @@ __all__ = [
     "check_values",
     "key_fingerprints",
     "secret_shape",
+    "value_strings",
     "yaml_reading",
 ]

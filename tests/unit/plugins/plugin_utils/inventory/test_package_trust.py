@@ -195,6 +195,18 @@ def test_a_token_anywhere_in_the_site_variables_is_refused_before_the_schema_ech
     assert values.secret_shape("EB693B3035CD5710E231E123A4B469963BF863CC") is None
 
 
+def test_the_inventory_check_does_not_echo_a_token_set_on_one_host() -> None:
+    """A gpucluster_* value set on one host is refused by the inventory check (before the plan's own secret
+    check runs): its error shows the value, unless the value holds something shaped like a token."""
+    token = TOKENS["an NGC API key"]
+    base = {"gpucluster_cluster": {"name": "x"}}
+    own = {"gpucluster_containers": {"registries": [{"host": "nvcr.io", "credential": token}]}}
+    with pytest.raises(PlanError) as err:
+        site_module.check_host_variables({"localhost": base, "compute01": {**base, **own}})
+    assert err.value.field == "gpucluster_containers" and token not in str(err.value)
+    assert "looks like a secret" in str(err.value)
+
+
 def test_every_reference_inventory_passes_the_secret_check() -> None:
     for tier in ("tier1", "tier2", "tier3", "tier4", "tier4-k8s", "examples/tier4-b200"):
         values.check_secrets(load_inventory(tier)[0])
