@@ -192,10 +192,9 @@ def pod_templates(obj: Any, path: str = "$") -> Iterator[tuple[str, dict[str, An
         return
     for key, value in obj.items():
         sub = f"{path}.{key}"
-        if key == "template" and isinstance(value, dict) and isinstance(value.get("spec"), dict):
-            if "containers" in value["spec"]:
-                yield sub, value.get("metadata") or {}, value["spec"]
-                continue
+        if key == "template" and isinstance(value, dict) and "containers" in (value.get("spec") or {}):
+            yield sub, value.get("metadata") or {}, value["spec"]
+            continue
         yield from pod_templates(value, sub)
 
 

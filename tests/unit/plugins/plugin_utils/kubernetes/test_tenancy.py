@@ -96,7 +96,7 @@ def test_without_teams_the_training_namespace_is_guarded_too() -> None:
 
 
 def test_the_pinned_version_is_the_release_the_manifests_validate_against() -> None:
-    assert tenancy.POD_SECURITY_VERSION == f"v{vm.KUBERNETES_VERSION}"
+    assert f"v{vm.KUBERNETES_VERSION}" == tenancy.POD_SECURITY_VERSION
 
 
 # --- the baseline checker: a privileged pod is refused, the collection's pods are admitted ----------
@@ -169,7 +169,7 @@ def test_the_collections_own_ray_pods_are_admitted_at_baseline_and_restricted(pl
 def test_the_ray_workers_of_todays_main_would_be_refused(plan: dict[str, Any]) -> None:
     """The worker as main rendered it (host network, IPC_LOCK, the shared file system as hostPath): baseline
     refuses it, which is why the workers moved to the pod network and the team's claims."""
-    (_, _, worker) = [p for p in _ray_pods(plan) if "workerGroupSpecs" in p[0]][0]
+    (_, _, worker) = next(p for p in _ray_pods(plan) if "workerGroupSpecs" in p[0])
     old = copy.deepcopy(worker)
     old["hostNetwork"] = True
     old["containers"][0]["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
