@@ -15,7 +15,10 @@ NVIDIA GPU Operator and the NVIDIA Network Operator); it computes what sits on i
   and the system's reservation and the node's DaemonSets), with the plan's NCCL environment, the
   shared file system and the RDMA devices, and whose head runs on the CPU pool (its own node selector
   and flavor: it never takes a GPU node's last CPUs, so a whole-cluster job fits);
-- the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``.
+- the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``;
+- per team namespace what keeps the team in it (kubernetes/tenancy.py): Pod Security ``baseline``,
+  default-deny NetworkPolicies, the team's storage as PersistentVolumes of its own folders; team names
+  that are an operator's or the system's namespace are refused (inventory/tenants.py).
 
 Pure: takes the plan (and nothing else), returns ``{"nodes", "manifests", "kustomization", ...}``;
 each manifest entry is ``{"path": "<dir>/<name>.yaml", "object": {...}, "template": bool}`` with plain
