@@ -16,8 +16,13 @@ Every object must have a schema; an object whose kind has none is an error, not 
 - every object's ``metadata`` (custom resources included): the strict ObjectMeta schema of that
   release, the name syntax and the label syntax the API server enforces.
 
+Pod Security (tools/k8s/pod_security.py, what Pod Security Admission would do): every Namespace enforces
+``baseline`` or ``restricted`` (``pod-security.kubernetes.io/enforce``), and every pod template of an
+object in one of the namespaces (the Ray templates' head and workers) satisfies that namespace's level.
+
 Not checked (an API server would): CEL rules (``x-kubernetes-validations``), admission webhooks,
-list-map key uniqueness, defaults. Passing means "schema-valid for that API version".
+list-map key uniqueness, defaults. Passing means "schema-valid for that API version" and "admitted by
+the namespace's Pod Security level".
 
 Usage::
 
@@ -31,6 +36,7 @@ Exit status: 0 all valid, 1 an object is invalid or has no schema, 2 a usage or 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -55,6 +61,18 @@ except ImportError:  # pragma: no cover - a declared dependency (pyproject.toml)
     re2 = None
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sibling(name: str) -> Any:
+    """A module of this folder, whether this file runs as a script or is loaded by path (the tests)."""
+    spec = importlib.util.spec_from_file_location(f"gpucluster_k8s_{name}", Path(__file__).with_name(f"{name}.py"))
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pod_security = _sibling("pod_security")
 #: the CRD schemas the collection targets, in the repository (tools/k8s/extract_crd_schemas.py)
 CATALOG = ROOT / "tools" / "k8s" / "crd_schemas"
 
@@ -470,11 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     dangling = kustomization_problems(paths)
     for line in dangling:
         print(f"ERROR {line}")
+    admission = pod_security.check_manifests(items)
+    for line in admission:
+        print(f"ERROR {line}")
     print(
         f"{len(results) - len(bad)} of {len(results)} objects valid (CRDs: {validator.crd_dir}; "
         f"built-in kinds: Kubernetes {validator.kubernetes_version})"
     )
-    return 1 if bad or dangling else 0
+    if not admission:
+        print("Pod Security: every Namespace enforces baseline or restricted and admits the pod templates in it")
+    return 1 if bad or dangling or admission else 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,36 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 )
 
 FIELD = "gpucluster_tenants"
+#: Namespaces a team may not be named after on the Kubernetes path (a team gets ``edit`` in the namespace of
+#: its name, so a team named like an operator's namespace would edit the operator): Kubernetes' own
+#: (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces),
+#: the operators the site installs for this path with their documented namespaces (NVIDIA GPU Operator
+#: ``gpu-operator``, Network Operator ``nvidia-network-operator``/``network-operator``, Kueue
+#: ``kueue-system``, KubeRay ``ray-system``/``kuberay-*``, cert-manager, the monitoring stack) and the usual
+#: CNI, ingress and storage add-ons. The plan adds the namespaces it renders objects into itself.
+RESERVED_NAMESPACES = (
+    "default",
+    "gpu-operator",
+    "network-operator",
+    "kueue-system",
+    "ray-system",
+    "cert-manager",
+    "monitoring",
+    "prometheus",
+    "grafana",
+    "calico-system",
+    "calico-apiserver",
+    "tigera-operator",
+    "cilium",
+    "ingress-nginx",
+    "metallb-system",
+    "local-path-storage",
+    "lustre-csi",
+    "nfs-provisioner",
+)
+#: prefixes of whole families: Kubernetes' (kube-system, kube-public, kube-node-lease, kube-flannel, ...),
+#: NVIDIA's operators (nvidia-gpu-operator, nvidia-network-operator, ...), KubeRay's, OpenShift's
+RESERVED_PREFIXES = ("kube-", "nvidia-", "kuberay-", "openshift-", "cattle-", "istio-")
 #: gpucluster_cluster.scheduler: the batch scheduler the plan configures (docs/kubernetes.md)
 SCHEDULERS = ("slurm", "kubernetes")
 DEFAULT_SCHEDULER = "slurm"
@@ -116,6 +146,29 @@ def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
             )
         )
     return out
+
+
+def reserved_namespace(name: str, rendered: tuple[str, ...] = ()) -> bool:
+    """Whether a team may not be named ``name`` on the Kubernetes path: a name of :data:`RESERVED_NAMESPACES`
+    or ``rendered`` (the operator namespaces the plan writes objects into), or one starting with a
+    :data:`RESERVED_PREFIXES` prefix."""
+    return name in RESERVED_NAMESPACES or name in rendered or name.startswith(RESERVED_PREFIXES)
+
+
+def check_namespaces(teams: list[dict[str, Any]], rendered: tuple[str, ...] = ()) -> None:
+    """Refuse a team named like a namespace the cluster's system, its operators or the plan itself use
+    (on Kubernetes a team gets ``edit`` in the namespace of its name; ``rendered``: the plan's own)."""
+    reserved = sorted({*RESERVED_NAMESPACES, *rendered})
+    for i, team in enumerate(teams):
+        name = str(team["name"])
+        require(
+            not reserved_namespace(name, rendered),
+            f"{FIELD}[{i}].name",
+            name,
+            "a team name that is not a namespace Kubernetes, its operators or this plan use (a team gets edit "
+            f"in the namespace of its name): none of {', '.join(reserved)}, nor a name starting with "
+            f"{', '.join(RESERVED_PREFIXES)}",
+        )
 
 
 def tenants_plan(raw: Any, gpus_total: int) -> list[dict[str, Any]]:

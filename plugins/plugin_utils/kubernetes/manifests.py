@@ -15,7 +15,10 @@ NVIDIA GPU Operator and the NVIDIA Network Operator); it computes what sits on i
   and the system's reservation and the node's DaemonSets), with the plan's NCCL environment, the
   shared file system and the RDMA devices, and whose head runs on the CPU pool (its own node selector
   and flavor: it never takes a GPU node's last CPUs, so a whole-cluster job fits);
-- the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``.
+- the GPU Operator's ``ClusterPolicy`` and the Network Operator's ``NicClusterPolicy``;
+- per team namespace what keeps the team in it (kubernetes/tenancy.py): Pod Security ``baseline``,
+  default-deny NetworkPolicies, the team's storage as PersistentVolumes of its own folders; team names
+  that are an operator's or the system's namespace are refused (inventory/tenants.py).
 
 Pure: takes the plan (and nothing else), returns ``{"nodes", "manifests", "kustomization", ...}``;
 each manifest entry is ``{"path": "<dir>/<name>.yaml", "object": {...}, "template": bool}`` with plain
@@ -32,6 +35,8 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_parted_config
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import check_namespaces
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import tenancy
 
 #: label prefix of the collection's own node labels
 PREFIX = "gpucluster.io"
@@ -79,8 +84,10 @@ CONTROL_PLANE_TOLERATION = {
     "effect": "NoSchedule",
 }
 CPU_FLAVOR = "cpu-pool"
-#: images: pinned here, overridden per site with kustomize's ``images:`` in the overlay
-RAY_VERSION = "2.40.0"
+#: images: pinned here, overridden per site with kustomize's ``images:`` in the overlay. Ray 2.52 is the first
+#: release with token authentication of the dashboard, the job API and the GCS (RAY_AUTH_MODE=token), which
+#: KubeRay's ``authOptions`` turns on (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/kuberay-auth.html)
+RAY_VERSION = "2.52.0"
 RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py310-gpu"
 RDMA_PLUGIN = {"image": "k8s-rdma-shared-dev-plugin", "repository": "ghcr.io/mellanox", "version": "v1.5.2"}
 #: Kueue priorities: values are relative (higher admits first and may preempt lower)
@@ -92,6 +99,11 @@ PRIORITIES = (
 )
 DEFAULT_PRIORITY = "normal"
 DEFAULT_NAMESPACE = "training"
+#: the pod network's interface in every pod: the container runtime's CNI call names it eth0 (CRI's default);
+#: NCCL's socket bootstrap uses it (the workers are not on the host network: Pod Security baseline forbids it)
+POD_INTERFACE = "eth0"
+#: the namespaces outside the teams' that the plan itself writes objects into or names in a policy
+OPERATOR_NAMESPACES = (GPU_OPERATOR_NAMESPACE, tenancy.KUBERAY_NAMESPACE)
 #: objects rendered as templates to submit, never applied by the role (kuberay/)
 TEMPLATE_KINDS = frozenset({"RayJob", "RayCluster"})
 #: the RayJob template's entrypoint: the cluster's resources as Ray sees them (GPUs = the plan's)
@@ -399,45 +411,63 @@ def kueue_objects(plan: dict[str, Any], shape: NodeShape, levels: list[str]) -> 
     return out
 
 
+def team_namespaces(plan: dict[str, Any]) -> list[str]:
+    """The namespaces the teams' jobs run in: one per team (``plan["tenants"]``), else ``training``."""
+    return [t["name"] for t in plan.get("tenants") or []] or [DEFAULT_NAMESPACE]
+
+
 def namespaces(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """A namespace per team (else one ``training`` namespace) and its users' RoleBinding to ``edit``."""
-    tenants = plan.get("tenants") or []
+    """Per team namespace (else the one ``training`` namespace): the Namespace with its Pod Security level,
+    the users' RoleBinding to ``edit``, the NetworkPolicies and the team's storage (kubernetes/tenancy.py)."""
+    users = {t["name"]: t.get("users") or [] for t in plan.get("tenants") or []}
+    paths = _volume_paths(plan)
     out: list[dict[str, Any]] = []
-    if not tenants:
-        return [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(DEFAULT_NAMESPACE)}]
-    for t in tenants:
+    for ns in team_namespaces(plan):
+        team = {f"{PREFIX}/tenant": ns} if ns in users else {}
         out.append(
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": _meta(t["name"], labels={f"{PREFIX}/tenant": t["name"]}),
+                "metadata": _meta(ns, labels={**team, **tenancy.namespace_labels()}),
             }
         )
-        if t.get("users"):
+        if users.get(ns):
             out.append(
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "RoleBinding",
-                    "metadata": _meta(f"{t['name']}-edit", t["name"]),
+                    "metadata": _meta(f"{ns}-edit", ns),
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
                     "subjects": [
-                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in t["users"]
+                        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in users[ns]
                     ],
                 }
             )
+        out += tenancy.network_policies(ns, {f"{PREFIX}/tenant": ns})
+        out += tenancy.storage_objects(ns, paths, {f"{PREFIX}/tenant": ns})
     return out
 
 
 def nccl_env(plan: dict[str, Any]) -> list[dict[str, str]]:
     """The plan's /etc/nccl.conf as container env (same keys, same values: HCAs, GID index and TC on RoCE,
-    socket interface). The workers use the host network, so the interface names are the nodes' own."""
+    socket interface)."""
     return [{"name": k, "value": str(v)} for k, v in sorted(plan["nccl"]["conf"].items())]
 
 
-def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """hostPath volumes for the shared file system paths the compute role mounts on every node, the local
-    scratch, and every other mount a Slurm job container gets (plan.containers.mounts: the checkpoint
-    staging folder, the site's extra mounts; docs/containers.md): one convention for both schedulers."""
+def worker_env(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """A Ray worker's env: nccl.conf's, but the socket interface is the pod's (the worker is on the pod
+    network); the HCAs (and on RoCE the GID index and traffic class) are the node's, as the RDMA devices are."""
+    env = nccl_env(plan)
+    if "NCCL_SOCKET_IFNAME" in plan["nccl"]["conf"]:
+        env = [e if e["name"] != "NCCL_SOCKET_IFNAME" else {**e, "value": f"={POD_INTERFACE}"} for e in env]
+    return env
+
+
+def _volume_paths(plan: dict[str, Any]) -> dict[str, str]:
+    """Volume name -> the node's path: the shared file system paths the compute role mounts on every node,
+    the local scratch, and every other mount a Slurm job container gets (plan.containers.mounts: the
+    checkpoint staging folder, the site's extra mounts; docs/containers.md): one convention for both
+    schedulers."""
     st = plan["storage"]
     paths = dict(st.get("paths") or {})
     if st.get("local_scratch"):
@@ -447,11 +477,17 @@ def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
     ]
     for i, target in enumerate(extra):
         paths[f"container-mount-{i}"] = target
+    return {_dns(key): path for key, path in paths.items()}
+
+
+def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The job pods' volumes: each path of :func:`_volume_paths` through the team's claim of the same name
+    (a PersistentVolume of the team's folder on the node: no hostPath in the pod, which Pod Security baseline
+    refuses), mounted at the node's path; /dev/shm in memory."""
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]  # NCCL's shared-memory transport
-    for key, path in sorted(paths.items()):
-        vol = _dns(key)
-        volumes.append({"name": vol, "hostPath": {"path": path, "type": "Directory"}})
+    for vol, path in sorted(_volume_paths(plan).items()):
+        volumes.append({"name": vol, "persistentVolumeClaim": {"claimName": vol}})
         mounts.append({"name": vol, "mountPath": path})
     return volumes, mounts
 
@@ -487,6 +523,7 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
         "cpu": worker_cpu,
         "memory": f"{worker_mem}Mi",
     }
+    pod_security, container_security = tenancy.restricted_security_context()
     worker_pod = {
         "metadata": {
             # Kueue TAS: keep the gang in one block / leaf group if it fits (podset-preferred-topology)
@@ -494,9 +531,9 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
             "labels": {f"{PREFIX}/role": "ray-worker"},
         },
         "spec": {
-            # host network: NCCL_SOCKET_IFNAME and the rails' netdevs are the node's own (plan["nccl"])
-            "hostNetwork": True,
-            "dnsPolicy": "ClusterFirstWithHostNet",
+            # the pod network, not the host's (Pod Security baseline): NCCL bootstraps over the pod's eth0 and
+            # moves data over the RDMA devices the shared device plugin gives the pod (plan["nccl"]'s HCAs)
+            "securityContext": dict(pod_security),
             "nodeSelector": dict(gpu_selector),
             "tolerations": [dict(GPU_TOLERATION)],
             "volumes": volumes,
@@ -504,11 +541,10 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
                 {
                     "name": "ray-worker",
                     "image": RAY_IMAGE,
-                    "env": nccl_env(plan),
+                    "env": worker_env(plan),
                     "resources": {"limits": dict(limits), "requests": dict(limits)},
-                    # RDMA registers (pins) memory: IPC_LOCK lifts the locked-memory limit
-                    # (https://docs.nvidia.com/networking/display/cokan10/network+operator)
-                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                    # restricted: no capability (RDMA's pinned memory: the runtime's RLIMIT_MEMLOCK, not IPC_LOCK)
+                    "securityContext": dict(container_security),
                     "volumeMounts": mounts,
                 }
             ],
@@ -523,10 +559,12 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
             if sizes["head"]["node_pool"] == "cpu"
             else dict(gpu_selector),
             "tolerations": [dict(CONTROL_PLANE_TOLERATION if sizes["head"]["node_pool"] == "cpu" else GPU_TOLERATION)],
+            "securityContext": dict(pod_security),
             "containers": [
                 {
                     "name": "ray-head",
                     "image": RAY_IMAGE,
+                    "securityContext": dict(container_security),
                     "ports": [
                         {"containerPort": 6379, "name": "gcs"},
                         {"containerPort": 8265, "name": "dashboard"},
@@ -542,6 +580,13 @@ def ray_cluster_spec(plan: dict[str, Any], shape: NodeShape, levels: list[str]) 
     }
     return {
         "rayVersion": RAY_VERSION,
+        # token authentication of the dashboard, the job API and the GCS: KubeRay makes a Secret per cluster and
+        # gives its Ray containers and the RayJob's submitter the token (Ray >= 2.52, KubeRay >= 1.5.1)
+        "authOptions": {"mode": "token"},
+        # dashboard-host: every address of the head pod's own network namespace (not the node's: the head is
+        # not on the host network). KubeRay's head probes call the dashboard on localhost and the operator and
+        # submitter call it on the pod's address (its Service), so it cannot be bound to one of them; who may
+        # connect is the namespace's NetworkPolicies (the namespace's pods, the KubeRay operator) and the token.
         "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"}, "template": head_pod},
         "workerGroupSpecs": [
             {
@@ -671,6 +716,7 @@ def _path(obj: dict[str, Any]) -> str:
         "ConfigMap": "operators",
         "NicClusterPolicy": "operators",
         "Node": "nodes",
+        "PersistentVolume": "storage",
     }.get(kind, "namespaces")
     ns = obj["metadata"].get("namespace")
     stem = f"{kind.lower()}-{ns + '-' if ns else ''}{obj['metadata']['name']}"
@@ -680,6 +726,8 @@ def _path(obj: dict[str, Any]) -> str:
 def kubernetes_plan(plan: Mapping[str, Any], cooling: str = "air", memory_mib: int | None = None) -> dict[str, Any]:
     """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization;
     ``memory_mib``: a GPU node's memory (gpucluster_node.memory_gib), for the kubelet's reservation."""
+    # a team gets edit in the namespace of its name: never an operator's, the system's or one the plan uses
+    check_namespaces(plan.get("tenants") or [], OPERATOR_NAMESPACES)
     shape = _node_shape(plan, memory_mib)
     levels = topology_levels(plan)
     nodes = node_labels(plan, cooling)

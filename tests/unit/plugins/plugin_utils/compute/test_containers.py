@@ -167,7 +167,8 @@ def test_kubernetes_path_installs_no_runtime() -> None:
     pod = worker["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert {m["target"] for m in c["mounts"]} <= mounts
-    assert {e["name"]: e["value"] for e in pod["containers"][0]["env"]} == c["env"]
+    # but the socket interface is the pod's: the workers are on the pod network (Pod Security baseline)
+    assert {e["name"]: e["value"] for e in pod["containers"][0]["env"]} == {**c["env"], "NCCL_SOCKET_IFNAME": "=eth0"}
 
 
 def _storage(scratch: str = "/raid") -> dict[str, Any]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import (
     largest_remainder,
+    reserved_namespace,
     tenants,
     tenants_plan,
 )
@@ -103,3 +104,62 @@ def test_shares_summing_to_100_percent_give_exactly_the_cluster(gpus: int, weigh
     exact = [gpus * s / 100 for s in shares]
     assert sum(quotas) == gpus or abs(sum(exact) - gpus) > 1e-9
     assert all(abs(q - e) < 1 + 1e-9 for q, e in zip(quotas, exact, strict=True))
+
+
+# --- team names on the Kubernetes path: a team gets edit in the namespace of its name (issue 37) ---------
+
+#: (team index in tier4-k8s, name): an operator's, a system's or the plan's own namespace
+RESERVED = [
+    (0, "gpu-operator"),  # the GPU Operator's, where the plan writes the MIG ConfigMap
+    (1, "nvidia-gpu-operator"),  # prefix nvidia-
+    (2, "nvidia-network-operator"),
+    (0, "network-operator"),
+    (1, "kueue-system"),
+    (2, "ray-system"),  # the KubeRay operator's, named by the teams' NetworkPolicies
+    (0, "kuberay-operator"),  # prefix kuberay-
+    (1, "cert-manager"),
+    (2, "monitoring"),
+    (0, "kube-flannel"),  # prefix kube-
+    (1, "calico-system"),
+    (2, "openshift-monitoring"),
+]
+
+
+@pytest.mark.parametrize(("index", "name"), RESERVED, ids=[n for _, n in RESERVED])
+def test_a_team_named_like_an_operator_or_system_namespace_is_refused(index: int, name: str) -> None:
+    site, groups = load_inventory("tier4-k8s")
+    site = copy.deepcopy(site)
+    site["gpucluster_tenants"][index]["name"] = name
+    with pytest.raises(PlanError) as err:
+        cluster_plan(site, groups)
+    assert err.value.field == f"gpucluster_tenants[{index}].name"
+    assert err.value.value == name
+    message = str(err.value)
+    for reserved in ("gpu-operator", "network-operator", "kueue-system", "ray-system", "cert-manager", "monitoring"):
+        assert reserved in message  # the reserved list is in the error
+    assert "kube-, nvidia-, kuberay-" in message
+
+
+def test_every_namespace_the_kubernetes_plan_uses_outside_the_teams_is_reserved() -> None:
+    """The plan's own namespaces (objects it writes there, namespaces its policies name) are no team's."""
+    plan = cluster_plan(*load_inventory("tier4-k8s"))
+    used: set[str] = set()
+    for m in plan["kubernetes"]["manifests"]:
+        obj = m["object"]
+        used.add(obj["metadata"].get("namespace") or "")
+        spec = obj.get("spec") or {}
+        for rule in [*(spec.get("ingress") or []), *(spec.get("egress") or [])]:
+            for peer in [*(rule.get("from") or []), *(rule.get("to") or [])]:
+                used.update((peer.get("namespaceSelector") or {}).get("matchLabels", {}).values())
+    others = used - {t["name"] for t in plan["tenants"]} - {""}
+    assert others == {"kube-system", "ray-system"}  # DNS, the KubeRay operator
+    assert all(reserved_namespace(ns) for ns in others)
+    assert reserved_namespace("gpu-operator")  # the MIG ConfigMap's (a MIG plan)
+
+
+def test_a_slurm_cluster_may_have_a_team_named_monitoring() -> None:
+    """Only a namespace is at stake: on Slurm a team is an account, and "monitoring" is a fine account."""
+    site, groups = load_inventory("tier4")
+    site = copy.deepcopy(site)
+    site["gpucluster_tenants"] = [{"name": "monitoring", "gpu_share_percent": 10}]
+    assert [t["name"] for t in cluster_plan(site, groups)["tenants"]] == ["monitoring"]

@@ -129,14 +129,17 @@ def test_worker_pods_carry_the_nccl_conf_and_take_whole_nodes(plan: dict[str, An
         assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == plan["cluster"]["compute_nodes"]
         pod = group["template"]["spec"]
         (container,) = pod["containers"]
-        assert {e["name"]: e["value"] for e in container["env"]} == conf
+        # nccl.conf's values, but the socket interface is the pod's: the workers are on the pod network
+        assert {e["name"]: e["value"] for e in container["env"]} == {**conf, "NCCL_SOCKET_IFNAME": "=eth0"}
         assert conf["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
         limits = container["resources"]["limits"]
         assert limits[GPU] == plan["cluster"]["gpus_per_node"] == int(group["rayStartParams"]["num-gpus"])
         assert limits[plan["kubernetes"]["rdma_resource"]] == 1
         assert container["resources"]["requests"] == limits
-        assert pod["hostNetwork"] is True  # NCCL_SOCKET_IFNAME (eno1) and the rails are the node's own
-        assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
+        # Pod Security baseline (the team namespace's level): no host network, no added capability, no hostPath
+        assert "hostNetwork" not in pod
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        assert not [v for v in pod["volumes"] if "hostPath" in v]
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
         # the same mounts as a Slurm job container's (plan.containers.mounts), the local scratch and /dev/shm
         containers = {m["target"] for m in plan["containers"]["mounts"]}
@@ -154,7 +157,7 @@ def test_roce_workers_carry_the_gid_index_and_traffic_class() -> None:
     env = {
         e["name"]: e["value"] for e in _worker(_objects(plan, "RayJob")[0])["template"]["spec"]["containers"][0]["env"]
     }
-    assert env == plan["nccl"]["conf"]
+    assert env == {**plan["nccl"]["conf"], "NCCL_SOCKET_IFNAME": "=eth0"}
     assert env["NCCL_IB_TC"] == str(plan["fabric"]["roce"]["traffic_class"])
     assert env["NCCL_IB_GID_INDEX"] == "3"
 
