@@ -517,9 +517,7 @@ def test_another_user_cannot_reach_a_foreign_folder_through_their_own_symlink(sh
 
 
 @as_root
-def test_a_folder_squatted_by_another_user_is_refused(
-    shared_cfg: dict[str, Any], capfd: pytest.CaptureFixture
-) -> None:
+def test_a_folder_squatted_by_another_user_is_refused(shared_cfg: dict[str, Any], capfd: pytest.CaptureFixture) -> None:
     """Someone made <remote>/nobody before nobody's first drain: nobody's checkpoints stay local."""
     daemon = pwd.getpwnam("daemon")
     nobody = pwd.getpwnam("nobody")
@@ -531,3 +529,18 @@ def test_a_folder_squatted_by_another_user_is_refused(
     assert _run(shared_cfg) == 1
     assert list(folder.iterdir()) == [] and theirs.is_dir()
     assert f"owned by uid {daemon.pw_uid}, not {nobody.pw_uid}" in capfd.readouterr().out
+
+
+@as_root
+def test_keep_local_counts_each_owners_checkpoints(shared_cfg: dict[str, Any]) -> None:
+    """Two owners with three complete checkpoints each, keep_local 2: each keeps its newest two; the
+    one pruned of each was verified under its owner's folder."""
+    nobody = pwd.getpwnam("nobody")
+    for i in range(3):
+        _ckpt(shared_cfg, f"root-{i}", mtime=1_000_000 + i)
+        _chown_tree(_ckpt(shared_cfg, f"nobody-{i}", mtime=1_000_100 + i), nobody.pw_uid)
+    assert _run(shared_cfg) == 0
+    left = sorted(p.name for p in Path(shared_cfg["staging_path"]).iterdir())
+    assert left == ["nobody-1", "nobody-2", "root-1", "root-2"]
+    assert (_remote(shared_cfg, "root-0") / ".complete").is_file()
+    assert (_remote(shared_cfg, "nobody-0", user="nobody") / ".complete").is_file()
