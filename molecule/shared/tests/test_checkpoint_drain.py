@@ -54,7 +54,7 @@ def users(node: Any, plan: dict[str, Any], drain: dict[str, Any]) -> Iterator[tu
     for user, uid in zip(pair, UIDS, strict=True):
         out = node.check_output(
             f"getent passwd {user} >/dev/null && echo exists || "
-            f"useradd --uid {uid} --user-group --no-create-home --shell /usr/sbin/nologin {user}"
+            f"useradd --uid {uid} --no-user-group --gid users --no-create-home --shell /usr/sbin/nologin {user}"
         )
         if "exists" not in out:
             created.append(user)
