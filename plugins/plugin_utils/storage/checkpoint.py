@@ -38,8 +38,8 @@ sizing (storage.storage_sizing), the node (GPUs, host link, RAM, storage NICs) a
   ``staging_capacity_tb`` (when the site gives it), unless the site set
   ``gpucluster_workload.allow_storage_below_need`` (the report still says "fits: no").
 
-GB = 1e9 bytes, as in storage.py. The drain service's rules (marker, verification, pruning):
-roles/compute/files/gpucluster-ckpt-drain.
+GB = 1e9 bytes, as in storage.py. The drain service's rules (marker, verification, pruning, copies
+scoped by owner: ``<remote>/<user>/<name>``, made as that user): roles/compute/files/gpucluster-ckpt-drain.
 """
 
 from __future__ import annotations
@@ -82,6 +82,20 @@ PINNED_RAM_FRACTION = 0.5
 #: GH200 datasheet; the catalog has no Grace part yet, so a site with one sets host_link_gbps)
 C2C_GBS_PER_DIRECTION = 450.0
 STAGING_DIR = "checkpoint-staging"
+#: The staging folder's mode: every user's job makes its own checkpoint folders there, and the sticky
+#: bit keeps one user from renaming or deleting another's (like /tmp; chmod(2), S_ISVTX:
+#: https://man7.org/linux/man-pages/man2/chmod.2.html). The drain takes a folder's owner (lstat) as
+#: the checkpoint's owner.
+STAGING_MODE = "1777"
+#: Copies are scoped by owner: <remote_path>/<user>/<name>, <user> the user name of the staged folder's
+#: owner (friendlier than a uid in a shared path, and unambiguous because the drain also requires the
+#: folder to be owned by that uid), copied as that user (the drain drops root), so the shared file
+#: system's own permissions keep one team from another's copies (issue 37).
+REMOTE_LAYOUT = "<user>/<name>"
+#: The per-user remote folder's mode, created by root with the user as owner: the user's alone. Not
+#: 0750 with a group: the tenants (Slurm accounts, Kubernetes teams) have no Unix group the plan
+#: knows of; a user who wants to share a checkpoint with the team opens their folder (it is theirs).
+USER_DIR_MODE = "0700"
 PROGRAM = "/usr/local/sbin/gpucluster-ckpt-drain"
 CONFIG = "/etc/gpucluster/ckpt-drain.json"
 
@@ -277,6 +291,9 @@ def drain_plan(
             "staging_path": staging,
             "remote_path": remote,
             "remote_mount": mounts[-1] if mounts and not lab else None,
+            "remote_layout": f"{remote}/{REMOTE_LAYOUT}",
+            "staging_mode": STAGING_MODE,
+            "user_dir_mode": USER_DIR_MODE,
             "marker": MARKER,
             "program": PROGRAM,
             "config": CONFIG,
@@ -379,7 +396,12 @@ def drain_rows(drain: dict[str, Any], checkpoint_bytes: int, nodes: int, interva
     ram = drain["pinned_ram_limit_bytes"]
     return [
         # paths in the value column: report.md escapes that one (inventory strings), not the "how"
-        ["async checkpoints", f"{drain['staging_path']} -> {drain['remote_path']}", f"on; marker {MARKER}"],
+        [
+            "async checkpoints",
+            f"{drain['staging_path']} -> {drain['remote_path']}",
+            f"on; marker {MARKER}; copied as the folder's owner to <remote>/{REMOTE_LAYOUT} "
+            f"(mode {drain.get('user_dir_mode', USER_DIR_MODE)})",
+        ],
         ["shard per node (GB)", round(shard_gb, 1), f"{_n(checkpoint_bytes / 1e9)} GB / {nodes} nodes"],
         sync_row,
         [

@@ -14,6 +14,8 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoin
     C2C_GBS_PER_DIRECTION,
     FIELD,
     MARKER,
+    STAGING_MODE,
+    USER_DIR_MODE,
     async_inputs,
     checkpoint_drain,
     drain_plan,
@@ -261,3 +263,15 @@ def test_every_reference_tier_plans_and_reports(tier: str) -> None:
     else:
         assert first[1] == f"{drain['staging_path']} -> {drain['remote_path']}"
         assert first[2].startswith("on; ")
+        assert "copied as the folder's owner to <remote>/<user>/<name> (mode 0700)" in first[2]
+
+
+def test_copies_are_scoped_by_owner_in_the_plan() -> None:
+    """Issue 37: the drain copies <staging>/<name> as its owner to <remote>/<user>/<name>; the user's
+    folder is theirs alone; the staging folder is sticky (no user renames or deletes another's)."""
+    d = _drain()
+    assert d["remote_layout"] == "/shared/checkpoints/<user>/<name>"
+    assert d["user_dir_mode"] == USER_DIR_MODE == "0700"
+    assert d["staging_mode"] == STAGING_MODE == "1777"
+    assert int(d["staging_mode"], 8) & 0o1000  # the sticky bit
+    assert int(d["user_dir_mode"], 8) & 0o077 == 0  # nothing for group or others
