@@ -430,3 +430,100 @@ def pwd_uid(user: str) -> int:
     import pwd
 
     return pwd.getpwnam(user).pw_uid
+
+
+# --- Enroot (pyxis): every folder per user, made by root in root's folders ------------------------------
+
+
+def test_enroot_folders_are_per_user_and_made_by_root_in_the_prolog() -> None:
+    plan = _tier("tier3", {"runtime": "pyxis", "cache": {"path": "/raid/enroot"}})
+    enroot = plan["containers"]["enroot"]
+    conf = render_role_template("compute", "enroot.conf.j2", plan, "compute01")
+    paths = dict(line.split(None, 1) for line in _code(conf) if line.split()[0].endswith("_PATH"))
+    roots = {"/run/enroot", "/raid/enroot/enroot-cache", "/raid/enroot/enroot-data", "/raid/enroot/enroot-tmp"}
+    assert set(enroot["user_roots"]) == roots
+    # each path Enroot writes is user-<uid> in one of root's folders: no folder every user may write,
+    # none shared by a group (a layer one user wrote is never another's)
+    assert sorted(paths) == ["ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_RUNTIME_PATH", "ENROOT_TEMP_PATH"]
+    for value in paths.values():
+        assert value.endswith("/user-$(id -u)") and value.rsplit("/", 1)[0] in roots, value
+    assert "group-" not in conf
+    assert {f["path"] for f in enroot["folders"]} == roots and {f["mode"] for f in enroot["folders"]} == {"0755"}
+    # the Prolog (root) makes user-<uid>, mode 0700, the user's, never through a link
+    prolog = render_role_template("compute", "gpucluster-prolog.j2", plan, "compute01")
+    assert "for top in " + " ".join(sorted(roots)) + "; do" in prolog
+    assert 'dir="$top/user-$SLURM_JOB_UID"' in prolog and '[ -L "$dir" ]' in prolog
+    assert 'mkdir -m 0700 "$dir"' in prolog and 'chown -h "$SLURM_JOB_UID:$gid" "$dir"' in prolog
+    assert prolog.rstrip().endswith("--mode prolog")
+    tmpfiles = _code(render_role_template("compute", "gpucluster-enroot-tmpfiles.conf.j2", plan, "compute01"))
+    assert tmpfiles == ["d /run/enroot 0755 root root -"]
+    assert _files(plan, "compute01")["/etc/tmpfiles.d/gpucluster-enroot.conf"] == "gpucluster-enroot-tmpfiles.conf.j2"
+    # oci (tier3's reference): the Prolog makes no Enroot folder
+    assert "enroot" not in render_role_template("compute", "gpucluster-prolog.j2", _tier("tier3"), "compute01")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the Prolog's block is run (chown)")
+def test_prolog_block_refuses_a_planted_link_and_makes_the_users_folder(tmp_path: Path) -> None:
+    plan = _tier("tier3", {"runtime": "pyxis", "cache": {"path": "/raid/enroot"}})
+    prolog = render_role_template("compute", "gpucluster-prolog.j2", plan, "compute01")
+    block = prolog[prolog.index("if [ -n") : prolog.index("\nfi\n") + 4]
+    top = tmp_path / "top"
+    top.mkdir()
+    script = re.sub(r"for top in [^;]*;", f"for top in {top};", block)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_JOB_UID": str(pwd_uid("nobody"))}
+    ok = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    made = top / f"user-{pwd_uid('nobody')}"
+    assert ok.returncode == 0, ok.stderr
+    assert made.is_dir() and made.stat().st_uid == pwd_uid("nobody") and made.stat().st_mode & 0o777 == 0o700
+    made.rmdir()
+    (tmp_path / "victim").mkdir()
+    made.symlink_to(tmp_path / "victim")  # had a user planted it (root's folder: only root could)
+    bad = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert bad.returncode != 0 and (tmp_path / "victim").stat().st_uid == 0
+
+
+# --- Pyxis built from a tarball: https and a sha256, checked before anything runs as root ---------------
+
+
+def test_pyxis_source_needs_https_and_its_sha256() -> None:
+    sha = "a" * 64
+    ok = _tier(
+        "tier3",
+        {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/pyxis-0.20.0.tar.gz", "sha256": sha.upper()}},
+    )
+    assert ok["containers"]["enroot"]["pyxis_source"] == {
+        "url": "https://example.org/pyxis-0.20.0.tar.gz",
+        "sha256": sha,
+    }
+    assert _tier("tier3", {"runtime": "pyxis"})["containers"]["enroot"]["pyxis_source"] is None
+    missing = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/p.tar.gz"}})
+    assert missing.field == "gpucluster_containers.pyxis_source.sha256" and "sha256" in missing.allowed
+    short = _error(
+        "tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/p.tar.gz", "sha256": "abc"}}
+    )
+    assert short.field == "gpucluster_containers.pyxis_source.sha256" and short.value == "abc"
+    http = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "http://example.org/p.tar.gz", "sha256": sha}})
+    assert http.field == "gpucluster_containers.pyxis_source.url" and "https" in http.allowed
+    extra = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://x/p", "sha256": sha, "md5": "x"}})
+    assert extra.field == "gpucluster_containers.pyxis_source.md5"
+
+
+def test_pyxis_build_uses_only_the_download_checked_against_the_plans_sha256() -> None:
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles/compute/tasks/containers_repo.yml").read_text())
+
+    def walk(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for t in items:
+            out.append(t)
+            out += walk(t.get("block", []))
+        return out
+
+    flat = walk(tasks)
+    get = next(t["ansible.builtin.get_url"] for t in flat if "ansible.builtin.get_url" in t)
+    assert get["checksum"] == "sha256:{{ gpucluster_host_plan.containers.enroot.pyxis_source.sha256 }}"
+    assert get["url"] == "{{ gpucluster_host_plan.containers.enroot.pyxis_source.url }}"
+    unpack = next(t["ansible.builtin.unarchive"] for t in flat if "ansible.builtin.unarchive" in t)
+    assert unpack["src"] == get["dest"] and unpack["remote_src"] is True  # the checked file, nothing else
+    assert "compute_pyxis_source" not in json.dumps(tasks)
