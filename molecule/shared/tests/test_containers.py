@@ -8,6 +8,11 @@ as folders with a marker file, which the container must see at the same paths. T
 unprivileged user, a tenant's (plan.tenants), created on the nodes with a fixed id (in the lab's
 nested containers runc can only run rootless: docs/containers.md), with --cpu-bind=none (the lab's
 task/affinity cannot bind a non-root task: "task_g_set_affinity: Operation not permitted").
+
+Tenants (issue 37; docs/containers.md, "Who runs runc"): a user plants runc state with a poststop hook
+where the runtime keeps its job's container state; root's RunTimeQuery/Kill/Delete (as slurmstepd 22.05
+runs them) and the Epilog must never run the hook as root; another user can neither make nor write that
+folder.
 """
 
 from __future__ import annotations
