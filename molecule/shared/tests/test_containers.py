@@ -8,6 +8,11 @@ as folders with a marker file, which the container must see at the same paths. T
 unprivileged user, a tenant's (plan.tenants), created on the nodes with a fixed id (in the lab's
 nested containers runc can only run rootless: docs/containers.md), with --cpu-bind=none (the lab's
 task/affinity cannot bind a non-root task: "task_g_set_affinity: Operation not permitted").
+
+Tenants (issue 37; docs/containers.md, "Who runs runc"): a user plants runc state with a poststop hook
+where the runtime keeps its job's container state; root's RunTimeQuery/Kill/Delete (as slurmstepd 22.05
+runs them) and the Epilog must never run the hook as root; another user can neither make nor write that
+folder.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ def test_runtime_files_are_the_plans(hosts: dict[str, Any], plan: dict[str, Any]
         lines = [line for line in text.splitlines() if "=" in line and not line.startswith("#")]
         assert {k: v.strip('"') for k, v in (line.split("=", 1) for line in lines)} == c["oci"]["conf"]
         assert host.file(c["oci"]["wrapper"]).mode == 0o755
-        assert host.file(c["oci"]["run_dir"]).mode == 0o1777
+        run_dir = host.file(c["oci"]["run_dir"])
+        assert run_dir.user == "root" and not run_dir.mode & 0o022, f"{name}: {c['oci']['run_dir']} writable by others"
 
 
 def _user(plan: dict[str, Any]) -> tuple[str, str]:
@@ -135,17 +141,144 @@ def test_the_jobs_container_state_is_gone_after_the_job(hosts: dict[str, Any], p
         assert not left.strip(), f"{name}: container state of job {job} left: {left}"
 
 
+def _subst(pattern: str, node: str, user: str, job: str) -> str:
+    """An oci.conf pattern as slurmstepd expands it for step 0, task 0 of ``job`` ([CR1])."""
+    out = pattern
+    for key, value in (("%n", node), ("%u", user), ("%j", job), ("%s", "0"), ("%t", "0")):
+        out = out.replace(key, value)
+    return out
+
+
+def _task_folder(host: Any, c: dict[str, Any], name: str, user: str, job: str) -> str:
+    """The task's bundle folder as slurmstepd 22.05 makes it (root: mkdir 0750, chown to the job's user)."""
+    folder = _subst(c["oci"]["container_path"], name, user, job)
+    host.check_output(f"mkdir -p -m 0750 {folder} && chown {user}: {folder}")
+    return folder
+
+
 def test_epilog_removes_what_a_jobs_container_left(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
     c = _oci(plan)
     name = hosts_with(plan, "compute")[0]
     host = hosts[name]
-    run_dir = c["oci"]["run_dir"]
     user, _account = _user(plan)
+    _add_user(host, user)
     job = "987654"
-    left = [f"{run_dir}/user-{user}/{name}.{user}.{job}.0.0", f"{run_dir}/job-{job}.0.0"]
-    keep = f"{run_dir}/user-{user}/{name}.{user}.{job}1.0.0"  # another job's
-    host.check_output("mkdir -p " + " ".join([*left, keep]))
-    host.run(f"SLURM_JOB_ID={job} SLURM_JOB_UID={UID} {plan['health']['modes']['epilog']['program']}")
-    assert not any(host.file(p).exists for p in left)
+    folder = _task_folder(host, c, name, user, job)
+    state = _subst(c["oci"]["state_root"], name, user, job) + f"/{_subst(OCI_ID, name, user, job)}"
+    keep = _task_folder(host, c, name, user, job + "1")  # another job's
+    host.check_output(f"runuser -u {user} -- mkdir -p {state}")
+    host.run(
+        f"SLURM_JOB_ID={job} SLURM_JOB_UID={UID} SLURM_JOB_USER={user} {plan['health']['modes']['epilog']['program']}"
+    )
+    assert not host.file(folder).exists and not host.file(state).exists
     assert host.file(keep).exists
-    host.check_output(f"rm -rf {keep}")
+    host.check_output(f"rm -rf {keep} {c['oci']['run_dir']}/user-{user}")
+
+
+# --- tenants (issue 37): a job's container state never makes root run what a user wrote ---------------
+
+OCI_ID = "%n.%u.%j.%s.%t"  # oci.conf's container id pattern (plan.containers.oci.conf)
+ATTACK = "/var/tmp/gpucluster-oci-attack"
+
+
+def _plant(host: Any, user: str, state_root: str, cid: str) -> None:
+    """As ``user``: a stopped container's runc state (runc 1.1's state.json) in ``state_root`` whose
+    poststop hook writes the uid it runs as into the marker; runc runs poststop hooks on delete."""
+    hook = f"{ATTACK}/drop/hook.sh"
+    state = {
+        "id": cid,
+        "init_process_pid": 2**22 - 7,  # no such process: runc sees the container stopped
+        "init_process_start": 1,
+        "created": "2024-01-01T00:00:00Z",
+        "config": {
+            "rootfs": "/nonexistent",
+            "cgroups": {"path": "/gpucluster-oci-attack", "memory": 0},
+            "hooks": {"poststop": [{"path": hook, "args": ["hook.sh"]}]},
+            "labels": ["bundle=/nonexistent"],
+        },
+        "rootless": True,
+        "cgroup_paths": {},
+        "namespace_paths": {},
+        "external_descriptors": [],
+    }
+    script = (
+        f"set -e; printf '#!/bin/sh\\nid -u > {ATTACK}/drop/marker\\n' > {hook}; chmod 755 {hook}; "
+        f"mkdir -p {state_root}/{cid}; printf '%s' {shlex.quote(json.dumps(state))} > {state_root}/{cid}/state.json"
+    )
+    host.check_output(f"runuser -u {user} -- sh -c {shlex.quote(script)}")
+
+
+def _marker_by_root(host: Any) -> str:
+    """'' when the hook never ran as root; else what shows that it did."""
+    marker = host.file(f"{ATTACK}/drop/marker")
+    if not marker.exists:
+        return ""
+    if marker.uid == 0 or marker.content_string.strip() == "0":
+        return f"the hook ran as root: marker owned by uid {marker.uid}, says uid {marker.content_string.strip()}"
+    return ""
+
+
+def test_a_poststop_hook_planted_in_runc_state_never_runs_as_root(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    """A tenant plants state.json with a poststop hook where runc keeps the state of its job's container;
+    root's RunTimeQuery/RunTimeKill/RunTimeDelete (oci.conf, as slurmstepd 22.05 runs them) and the Epilog
+    run: the hook must never run as root (it may run as the user, or not at all)."""
+    c = _oci(plan)
+    name = hosts_with(plan, "compute")[0]
+    host = hosts[name]
+    user, _account = _user(plan)
+    _add_user(host, user)
+    job = "987660"
+    cid = _subst(OCI_ID, name, user, job)
+    state_root = _subst(c["oci"]["state_root"], name, user, job)
+    host.check_output(f"rm -rf {ATTACK} && mkdir -m 0755 {ATTACK} && mkdir -m 1777 {ATTACK}/drop")
+    try:
+        folder = _task_folder(host, c, name, user, job)
+        # the runtime commands, as slurmstepd runs them after the step: root, through /bin/sh -c
+        _plant(host, user, state_root, cid)
+        for key in ("RunTimeQuery", "RunTimeKill", "RunTimeDelete"):
+            host.run(f"sh -c {shlex.quote(_subst(c['oci']['conf'][key], name, user, job))}")
+            assert not _marker_by_root(host), f"{key}: {_marker_by_root(host)}"
+        # the Epilog (root) on what the job left
+        host.check_output(f"rm -f {ATTACK}/drop/marker; mkdir -p -m 0750 {folder}; chown {user}: {folder}")
+        _plant(host, user, state_root, cid)
+        epilog = plan["health"]["modes"]["epilog"]["program"]
+        host.run(f"SLURM_JOB_ID={job} SLURM_JOB_UID={UID} SLURM_JOB_USER={user} {epilog}")
+        assert not _marker_by_root(host), f"Epilog: {_marker_by_root(host)}"
+    finally:
+        host.run(f"rm -rf {ATTACK} {c['oci']['run_dir']}/job-{job}.* {c['oci']['run_dir']}/user-{user}")
+
+
+def test_a_user_cannot_plant_or_write_another_users_state_folder(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    """User B (another team) can neither make a folder or a link where the runtime keeps A's state (before
+    A's job: pre-creating it, or a link slurmstepd's chown would follow) nor write into A's task folder."""
+    c = _oci(plan)
+    name = hosts_with(plan, "compute")[0]
+    host = hosts[name]
+    user_a, team_a = _user(plan)
+    user_b = next(u for t in plan["tenants"] if t["name"] != team_a for u in t["users"])
+    _add_user(host, user_a)
+    add_b = f"useradd --uid {UID + 1} --no-create-home --shell /usr/sbin/nologin {user_b}"
+    host.check_output(f"getent passwd {user_b} >/dev/null || {add_b}")
+    job = "987670"
+    run_dir = c["oci"]["run_dir"]
+    a_state = _subst(c["oci"]["state_root"], name, user_a, job)
+    a_folder = _subst(c["oci"]["container_path"], name, user_a, job)
+    planted = [f"{run_dir}/user-{user_a}", a_state, a_folder, f"{run_dir}/job-{job}1.0.0"]
+    host.check_output("rm -rf " + " ".join(planted))
+    try:
+        tries = {
+            "pre-create A's state folder": f"mkdir -p {a_state}",
+            "pre-create A's per-user folder": f"mkdir {run_dir}/user-{user_a}",
+            "plant a link for a future task folder": f"ln -s /etc {run_dir}/job-{job}1.0.0",
+        }
+        for what, cmd in tries.items():
+            out = host.run(f"runuser -u {user_b} -- sh -c {shlex.quote(cmd)}")
+            assert out.rc != 0, f"{user_b} could {what}: {cmd}"
+        host.check_output("rm -rf " + " ".join(planted))
+        _task_folder(host, c, name, user_a, job)  # A's task folder, as slurmstepd makes it
+        host.check_output(f"runuser -u {user_a} -- mkdir -p {a_state}")
+        for cmd in (f"touch {a_folder}/x", f"mkdir {a_state}/x", f"touch {a_state}/x"):
+            out = host.run(f"runuser -u {user_b} -- sh -c {shlex.quote(cmd)}")
+            assert out.rc != 0, f"{user_b} could write A's state: {cmd}"
+    finally:
+        host.run("rm -rf " + " ".join(planted))

@@ -8,8 +8,11 @@ Inventory ``gpucluster_containers`` (optional; ``runtime: none`` by default):
   installs nothing (the GPU Operator carries the toolkit): ``none`` there, and its Ray templates use the
   same mounts and environment (kubernetes/manifests.py).
 - ``registries``: ``[{host, credential}]``: a registry and the NAME of its credential in the site's secret
-  store (the compute role's ``compute_container_credentials``, from Ansible Vault or a lookup); the secret
-  itself never enters the inventory or the plan.
+  store, for the record; the secret itself never enters the inventory or the plan, and no node gets it:
+  neither runtime reads a system-wide credential (Slurm's oci runs local bundles and pulls nothing; Enroot
+  reads only the user's own ``$ENROOT_CONFIG_PATH/.credentials`` [CR2]), so each user keeps their own key.
+- ``pyxis_source``: ``{url, sha256}``: the Pyxis release tarball (https) the compute role builds when the
+  site has no Pyxis package, and its sha256, checked before the build.
 - ``cache``: ``{path, size_gb, local_capacity_gb}``: where images are cached on the node's local NVMe
   (default ``<gpucluster_storage.local_scratch>/containers``), how much it may hold (default
   :data:`CACHE_SIZE_GB`), and the usable size of that local scratch when the site knows it (the cache
@@ -52,16 +55,21 @@ CONFIG_FILE = "/etc/gpucluster/containers.json"
 #: The program oci.conf's RunTimeRun calls: adds the plan's mounts, environment and devices to the
 #: bundle Slurm generated, then runs runc (roles/compute/files/gpucluster-oci-run).
 OCI_WRAPPER = "/usr/local/libexec/gpucluster/gpucluster-oci-run"
-#: The job containers' state and bundles, on tmpfs (mode 1777: each user's runc makes its own folder).
+#: The job containers' bundles and state, on tmpfs: root's, mode 0755 (no user can create anything in
+#: it, so no user can plant a folder or a link that root later uses; docs/containers.md "Who runs runc").
 OCI_RUN_DIR = "/run/gpucluster-containers"
-#: Per-user runc state (--root, %u the user name: 22.05 has no %U), removed by the epilog per job.
-OCI_STATE_ROOT = f"{OCI_RUN_DIR}/user-%u"
-#: Slurm's per-step bundle folder (ContainerPath, oci.conf [CR1]: %j job, %s step, %t task).
+OCI_RUN_DIR_MODE = "0755"
+#: Slurm's per-step bundle folder (ContainerPath, oci.conf [CR1]: %j job, %s step, %t task): slurmstepd
+#: makes it as root (mode 0750) and hands it to the job's user; the epilog removes a job's folders.
 OCI_CONTAINER_PATH = f"{OCI_RUN_DIR}/job-%j.%s.%t"
+#: runc's state (--root) inside that folder: the user's to write, so runc only ever runs as the user on
+#: it (the wrapper drops root first); runc makes it (mode 0700).
+OCI_STATE_ROOT = f"{OCI_CONTAINER_PATH}/runc"
 #: The container id Slurm passes to the runtime: node, user, job, step, task ([CR1] "OCI Pattern").
 OCI_ID = "%n.%u.%j.%s.%t"
-#: Where the credentials of the registries are written (mode 0600, root): the pre-pull reads them.
-CREDENTIALS_FILE = {"pyxis": "/etc/enroot/.credentials", "oci": "/etc/gpucluster/containers/auth.json"}
+#: Enroot's runtime folders (tmpfs): root's, one ``user-<uid>`` folder per user made by root.
+ENROOT_RUNTIME_ROOT = "/run/enroot"
+ENROOT_ROOT_MODE = "0755"
 #: The SPANK plugin line of Pyxis ([CR3]: "required /usr/local/lib/slurm/spank_pyxis.so" in plugstack.conf).
 PYXIS_PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so"
 #: Enroot's NVIDIA hook (enroot+caps ships hooks.d/98-nvidia.sh; it calls nvidia-container-cli, [CR2] [CR4]).
@@ -73,6 +81,7 @@ GPU_CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-too
 #: The RDMA devices (uverbs, rdma_cm) of an InfiniBand or RoCE fabric: the folder, whatever the HCA count.
 RDMA_DEVICE_DIR = "/dev/infiniband"
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 _HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?\Z")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
@@ -114,8 +123,8 @@ def _registries(raw: Any) -> list[dict[str, str]]:
             not secret_keys,
             f"{where}.{secret_keys[0] if secret_keys else ''}",
             "<hidden>",
-            "no secret in the inventory: name the credential (credential: NAME) and give it in the compute "
-            "role's compute_container_credentials from the site's secret store",
+            "no secret in the inventory: name the credential (credential: NAME); the secret stays in the "
+            "site's secret store and each user's own Enroot credentials file (docs/containers.md, Credentials)",
         )
         host = entry.get("host")
         require(
@@ -132,6 +141,33 @@ def _registries(raw: Any) -> list[dict[str, str]]:
     hosts = [r["host"] for r in out]
     require(len(set(hosts)) == len(hosts), field, hosts, "each registry host once")
     return out
+
+
+def _pyxis_source(raw: Any) -> dict[str, str] | None:
+    """The Pyxis release tarball the role builds when the site has no Pyxis package: an https URL and the
+    sha256 the site checked (the role verifies the download against it before building as root)."""
+    field = f"{FIELD}.pyxis_source"
+    if raw is None:
+        return None
+    require(isinstance(raw, dict), field, raw, "a mapping {url, sha256}")
+    unknown = sorted(set(raw) - {"url", "sha256"})
+    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "keys url, sha256")
+    url = raw.get("url")
+    require(
+        isinstance(url, str) and url.startswith("https://") and not any(c.isspace() for c in url) and len(url) > 8,
+        f"{field}.url",
+        url,
+        "an https:// URL of a Pyxis release tarball (no http, no path)",
+    )
+    sha = raw.get("sha256")
+    require(
+        isinstance(sha, str) and bool(_SHA256.match(sha.lower())),
+        f"{field}.sha256",
+        sha,
+        "the tarball's sha256 (64 hexadecimal digits, as sha256sum prints it): required, the download is "
+        "checked against it before Pyxis is built as root",
+    )
+    return {"url": str(url), "sha256": str(sha).lower()}
 
 
 def _cache(raw: Any, local_scratch: str | None, shared_roots: list[str], staging_bytes: int) -> dict[str, Any]:
@@ -214,14 +250,26 @@ def devices(gpus_per_node: int, fabric_type: str) -> list[str]:
     return [*gpus, *GPU_CONTROL_DEVICES, *rdma]
 
 
-def enroot_conf(cache_path: str) -> dict[str, str]:
-    """enroot.conf ([CR2]): per-user runtime and container data on the local NVMe, the image cache per
-    group there too (one pull serves a team), home mounted, the GPUs and RDMA through the hooks."""
+def enroot_user_roots(cache_path: str) -> dict[str, str]:
+    """Enroot's folders by setting: each a folder of root's (mode 0755), in which root makes each job
+    user's ``user-<uid>`` folder (mode 0700, the user's) before the job (the Prolog). Enroot itself makes
+    its folders with ``mkdir -p`` as the user ([CR2]): in a folder every user may write, the first user
+    to name another's folder would own it, so no such folder exists here."""
     return {
-        "ENROOT_RUNTIME_PATH": "/run/enroot/user-$(id -u)",
-        "ENROOT_CACHE_PATH": f"{cache_path}/enroot-cache/group-$(id -g)",
-        "ENROOT_DATA_PATH": f"{cache_path}/enroot-data/user-$(id -u)",
+        "ENROOT_RUNTIME_PATH": ENROOT_RUNTIME_ROOT,
+        "ENROOT_CACHE_PATH": f"{cache_path}/enroot-cache",
+        "ENROOT_DATA_PATH": f"{cache_path}/enroot-data",
         "ENROOT_TEMP_PATH": f"{cache_path}/enroot-tmp",
+    }
+
+
+def enroot_conf(cache_path: str) -> dict[str, str]:
+    """enroot.conf ([CR2]): runtime, image cache, container data and temporary files per user (the image
+    cache too: a layer one user wrote is never another's), on the local NVMe (runtime on tmpfs), each in
+    a folder root made for that user; home mounted, the GPUs and RDMA through the hooks."""
+    per_user = {key: f"{root}/user-$(id -u)" for key, root in enroot_user_roots(cache_path).items()}
+    return {
+        **per_user,
         "ENROOT_SQUASH_OPTIONS": "-noI -noD -noF -noX -no-duplicates",
         "ENROOT_MOUNT_HOME": "yes",
         "ENROOT_RESTRICT_DEV": "yes",
@@ -234,8 +282,8 @@ def enroot_conf(cache_path: str) -> dict[str, str]:
 
 def oci_conf() -> dict[str, str]:
     """oci.conf ([CR1], Slurm 22.05 keys): every runtime command through the plan's wrapper (which adds the
-    plan's mounts, environment and devices to the bundle), runc rootless with its state per user, one bundle
-    folder per task."""
+    plan's mounts, environment and devices to the bundle, and runs runc as the job's user only), runc
+    rootless with its state in the task's bundle folder, one bundle folder per task."""
     wrap = f"{OCI_WRAPPER} --user %u --root {OCI_STATE_ROOT}"
     return {
         "ContainerPath": OCI_CONTAINER_PATH,
@@ -259,8 +307,8 @@ def containers_plan(
     """plan["containers"]: the runtime, its files' settings, and the mounts, environment and devices of
     every job container. ``storage``: plan["storage"] (paths, local scratch, the checkpoint drain)."""
     raw = {} if raw is None else raw
-    require(isinstance(raw, dict), FIELD, raw, "a mapping {runtime, registries, cache, mounts}")
-    known = {"runtime", "registries", "cache", "mounts"}
+    require(isinstance(raw, dict), FIELD, raw, "a mapping {runtime, registries, cache, mounts, pyxis_source}")
+    known = {"runtime", "registries", "cache", "mounts", "pyxis_source"}
     unknown = sorted(set(raw) - known)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(known)))
     requested = check_choice(raw.get("runtime", "none"), f"{FIELD}.runtime", RUNTIMES)
@@ -275,6 +323,7 @@ def containers_plan(
     staging = drain.get("staging_path") if drain.get("enabled") else None
     mounts = _mounts(raw.get("mounts", []), paths, staging, shared_roots, storage.get("local_scratch"))
     registries = _registries(raw.get("registries", []))
+    pyxis_source = _pyxis_source(raw.get("pyxis_source"))
     out: dict[str, Any] = {
         "runtime": runtime,
         "enabled": runtime != "none",
@@ -287,7 +336,6 @@ def containers_plan(
         "env": dict(sorted(nccl_conf.items())),
         "devices": devices(gpus_per_node, fabric_type),
         "registries": registries,
-        "credentials_file": CREDENTIALS_FILE.get(runtime),
         "config_file": CONFIG_FILE,
         "cache": None,
         "enroot": None,
@@ -303,12 +351,20 @@ def containers_plan(
             "conf": enroot_conf(out["cache"]["path"]),
             "nvidia_hook": ENROOT_NVIDIA_HOOK,
             "plugin": PYXIS_PLUGIN,
+            # root's folders (mode 0755; /run/enroot: tmpfiles.d) holding each user's user-<uid> folder
+            "user_roots": sorted(enroot_user_roots(out["cache"]["path"]).values()),
+            "runtime_root": ENROOT_RUNTIME_ROOT,
+            "folders": [
+                {"path": p, "mode": ENROOT_ROOT_MODE} for p in sorted(enroot_user_roots(out["cache"]["path"]).values())
+            ],
+            "pyxis_source": pyxis_source,
         }
     else:
         out["oci"] = {
             "conf": oci_conf(),
             "wrapper": OCI_WRAPPER,
             "run_dir": OCI_RUN_DIR,
+            "run_dir_mode": OCI_RUN_DIR_MODE,
             "state_root": OCI_STATE_ROOT,
             "container_path": OCI_CONTAINER_PATH,
             "nvidia_hook": OCI_NVIDIA_HOOK,
@@ -324,6 +380,7 @@ def config_json(plan_containers: dict[str, Any]) -> dict[str, Any]:
     """/etc/gpucluster/containers.json: what the OCI wrapper adds to every bundle (plain data)."""
     oci = plan_containers.get("oci") or {}
     return {
+        "run_dir": oci.get("run_dir"),
         "mounts": [
             {"source": m["source"], "target": m["target"], "options": m["options"]} for m in plan_containers["mounts"]
         ],

@@ -479,8 +479,8 @@ def check_secrets(raw: Mapping[str, Any]) -> None:
             "<hidden>",
             f"no secret in the inventory: the value looks like a secret ({what}) and is not shown; "
             + (
-                "name the credential (letters, digits, '_') and give the secret itself in the compute role's"
-                " compute_container_credentials from the site's secret store (Ansible Vault)"
+                "name the credential (letters, digits, '_'); the secret itself stays in the site's secret store"
+                " (Ansible Vault), never in the inventory or on a node (docs/containers.md, Credentials)"
                 if pattern in SECRET_NAME_FIELDS
                 else "keep secrets in the site's secret store (Ansible Vault) in the roles' secret variables, which"
                 " the plan never reads"

@@ -187,7 +187,7 @@ def _env(site: dict[str, Path]) -> dict[str, str]:
 
 
 def test_the_roles_secret_variables_are_fed() -> None:
-    assert "compute_container_credentials" in _role_secret_variables()
+    assert "head_grafana_admin_password" in _role_secret_variables()
 
 
 def test_the_vault_file_holds_ciphertext_only(site: dict[str, Path]) -> None:

@@ -10,6 +10,12 @@ import copy
 import importlib.machinery
 import importlib.util
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,13 +75,43 @@ def test_tier3_compute_gets_oci_conf_whose_mounts_and_env_are_the_plans() -> Non
     assert c["cache"]["path"] == "/raid/containers" and c["cache"]["size_gb"] == 400
 
 
-def test_epilog_removes_the_jobs_container_state() -> None:
+def _code(script: str) -> list[str]:
+    return [line.strip() for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_epilog_removes_the_jobs_container_state_running_runc_only_through_the_wrapper() -> None:
     epilog = render_role_template("compute", "gpucluster-epilog.j2", _tier("tier3"), "compute01")
-    assert '/run/gpucluster-containers/user-*/*."$SLURM_JOB_ID".*' in epilog
+    assert '/run/gpucluster-containers/job-"$SLURM_JOB_ID".*/runc/*' in epilog
     assert 'rm -rf "/run/gpucluster-containers/job-$SLURM_JOB_ID".*' in epilog
+    # the epilog (root) never runs runc on a user's state itself: only the wrapper does, as the job's user
+    code = _code(epilog)
+    assert not [line for line in code if re.search(r"(^|[;&|(]\s*)(/usr/s?bin/)?runc\s", line)], code
+    assert (
+        '/usr/local/libexec/gpucluster/gpucluster-oci-run --user "$SLURM_JOB_USER" --root "${state%/*}" '
+        'delete --force "${state##*/}"' in epilog
+    )
+    assert "user-*" not in epilog and "1777" not in epilog
     assert epilog.rstrip().endswith("--mode epilog")  # the health check still decides the epilog's status
     plain = render_role_template("compute", "gpucluster-epilog.j2", _tier("tier2"), "compute01")
     assert "SLURM_JOB_ID" not in plain  # no runtime: the epilog as it was
+
+
+def test_oci_state_lives_in_the_task_folder_slurmstepd_makes_in_a_root_only_folder() -> None:
+    plan = _tier("tier3")
+    oci = plan["containers"]["oci"]
+    assert oci["run_dir"] == "/run/gpucluster-containers" and oci["run_dir_mode"] == "0755"
+    assert oci["state_root"] == oci["container_path"] + "/runc"
+    for key in ("RunTimeQuery", "RunTimeKill", "RunTimeDelete", "RunTimeRun"):
+        assert f"--user %u --root {oci['container_path']}/runc " in oci["conf"][key], key
+    assert oci["config"]["run_dir"] == oci["run_dir"]  # the wrapper checks the folder against it
+    tmpfiles = _code(render_role_template("compute", "gpucluster-containers-tmpfiles.conf.j2", plan, "compute01"))
+    assert tmpfiles == ["d /run/gpucluster-containers 0755 root root -"]
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles/compute/tasks/containers.yml").read_text())
+    text = json.dumps(tasks)
+    assert "1777" not in text  # no folder every user may write
+    assert "credential" not in text  # no registry credential is written to a node
 
 
 def test_pyxis_gets_plugstack_and_enroot_with_the_same_mounts_and_env() -> None:
@@ -86,7 +122,7 @@ def test_pyxis_gets_plugstack_and_enroot_with_the_same_mounts_and_env() -> None:
     )
     assert "/etc/slurm/oci.conf" not in files
     conf = render_role_template("compute", "enroot.conf.j2", plan, "compute01")
-    assert "ENROOT_CACHE_PATH /raid/enroot/enroot-cache/group-$(id -g)" in conf
+    assert "ENROOT_CACHE_PATH /raid/enroot/enroot-cache/user-$(id -u)" in conf
     assert "ENROOT_DATA_PATH /raid/enroot/enroot-data/user-$(id -u)" in conf
     assert "ENROOT_MOUNT_HOME yes" in conf
     fstab = render_role_template("compute", "enroot-mounts.fstab.j2", plan, "compute01")
@@ -97,7 +133,7 @@ def test_pyxis_gets_plugstack_and_enroot_with_the_same_mounts_and_env() -> None:
     assert dict(line.split("=", 1) for line in env.splitlines() if not line.startswith("#")) == plan["nccl"]["conf"]
     plug = render_role_template("compute", "plugstack-pyxis.conf.j2", plan, "compute01")
     assert plug.strip().endswith("required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_pyxis.so")
-    assert plan["containers"]["credentials_file"] == "/etc/enroot/.credentials"
+    assert "credentials_file" not in plan["containers"]  # no node gets a registry credential
 
 
 def test_no_runtime_by_default_and_no_file() -> None:
@@ -258,3 +294,237 @@ def test_oci_wrapper_adds_the_plans_mounts_env_and_devices(tmp_path: Path) -> No
     assert "/sys/fs/cgroup" not in dests and "hostname" not in out and "cgroupsPath" not in out["linux"]
     assert out["linux"]["uidMappings"] == [{"containerID": 0, "hostID": 1000, "size": 1}]
     assert "hooks" not in out  # the toolkit's hook only where it is installed
+
+
+# --- the wrapper as root: runc only as the job's user, on a folder only slurmstepd can have made --------
+
+
+def _run_dir(tmp_path: Path, mode: int = 0o755) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_dir.chmod(mode)
+    return run_dir
+
+
+def test_wrapper_accepts_the_task_folder_of_the_jobs_user(tmp_path: Path) -> None:
+    w = _wrapper()
+    run_dir = _run_dir(tmp_path)
+    (run_dir / "job-7.0.0").mkdir()
+    root = f"{run_dir}/job-7.0.0/runc"
+    assert w.check_state_root(root, str(run_dir), os.getuid(), root_uid=os.getuid()) == root
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["world-writable run_dir", "link", "other owner", "outside run_dir", "dotdot", "not runc", "missing", "file"],
+)
+def test_wrapper_refuses_a_state_folder_a_user_could_have_planted(tmp_path: Path, case: str) -> None:
+    w = _wrapper()
+    run_dir = _run_dir(tmp_path, 0o1777 if case == "world-writable run_dir" else 0o755)
+    uid = os.getuid()
+    job = run_dir / "job-7.0.0"
+    root = f"{job}/runc"
+    if case == "link":
+        (tmp_path / "elsewhere").mkdir()
+        job.symlink_to(tmp_path / "elsewhere")
+    elif case == "file":
+        job.write_text("")
+    elif case != "missing":
+        job.mkdir()
+    if case == "other owner":
+        uid = uid + 1
+    if case == "outside run_dir":
+        (tmp_path / "job-7.0.0").mkdir()
+        root = f"{tmp_path}/job-7.0.0/runc"
+    if case == "dotdot":
+        root = f"{run_dir}/job-7.0.0/../job-7.0.0/runc"
+    if case == "not runc":
+        root = f"{job}/state"
+    with pytest.raises(w.Refused):
+        w.check_state_root(root, str(run_dir), uid, root_uid=os.getuid())
+
+
+def test_wrapper_run_by_a_user_for_another_user_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _wrapper()
+    monkeypatch.setattr(w.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(w.os, "getuid", lambda: 1000)
+    with pytest.raises(w.Refused):
+        w.drop_privileges("root")
+
+
+_ROOT_RUNC = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("runc") or not Path("/usr/sbin/runc").exists(),
+    reason="needs root and Debian's runc (/usr/sbin/runc): the hook is really run",
+)
+
+
+def _plant(state: Path, hook: Path, marker: Path) -> None:
+    """A stopped container's state.json whose poststop hook writes the uid it ran as (runc 1.1 format)."""
+    hook.write_text(f"#!/bin/sh\nid -u > {marker}\n")
+    hook.chmod(0o755)
+    state.mkdir(parents=True)
+    cfg = {
+        "rootfs": "/nonexistent",
+        "cgroups": {"path": "/gpucluster-unit-test", "memory": 0},
+        "hooks": {"poststop": [{"path": str(hook), "args": [hook.name]}]},
+        "labels": ["bundle=/nonexistent"],
+    }
+    doc = {
+        "id": state.name,
+        "init_process_pid": 2**22 - 7,
+        "init_process_start": 1,
+        "created": "2024-01-01T00:00:00Z",
+        "config": cfg,
+        "rootless": True,
+        "cgroup_paths": {},
+        "namespace_paths": {},
+        "external_descriptors": [],
+    }
+    (state / "state.json").write_text(json.dumps(doc))
+
+
+def _call_wrapper(tmp_path: Path, run_dir: Path, user: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "containers.json"
+    config.write_text(json.dumps({"run_dir": str(run_dir)}))
+    path = ROOT / "roles" / "compute" / "files" / "gpucluster-oci-run"
+    code = (
+        "import importlib.machinery, importlib.util, sys\n"
+        f"loader = importlib.machinery.SourceFileLoader('w', {str(path)!r})\n"
+        "spec = importlib.util.spec_from_loader('w', loader); m = importlib.util.module_from_spec(spec)\n"
+        "loader.exec_module(m)\n"
+        f"sys.exit(m.main({['--user', user, *argv]!r}, config={str(config)!r}))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+
+
+@_ROOT_RUNC
+def test_wrapper_as_root_runs_a_planted_poststop_hook_only_as_the_user() -> None:
+    """The attack of issue 37: state.json with a poststop hook in the user's state folder; root's
+    RunTimeDelete (and the epilog, through the wrapper) must never run it as root."""
+    base = Path(tempfile.mkdtemp(prefix="gpucluster-oci-test-"))  # not under pytest's 0700 folder: nobody reaches it
+    try:
+        base.chmod(0o755)
+        run_dir = _run_dir(base)
+        job = run_dir / "job-7.0.0"
+        job.mkdir(mode=0o750)
+        drop = base / "drop"
+        drop.mkdir()
+        drop.chmod(0o1777)  # the hook may write its marker whoever it runs as
+        marker = drop / "marker"
+        _plant(job / "runc" / "node.nobody.7.0.0", base / "hook.sh", marker)
+        subprocess.run(["chown", "-R", "nobody:nogroup", str(job)], check=True)
+        argv = ["--root", f"{job}/runc", "delete", "--force", "node.nobody.7.0.0"]
+        out = _call_wrapper(base, run_dir, "nobody", argv)
+        # the hook ran (runc deleted the stopped container), as nobody, never as root
+        assert marker.read_text().strip() == str(pwd_uid("nobody")), (out.stdout, out.stderr)
+        marker.unlink()
+        # the same folder under another user's name: refused, runc does not run at all
+        _plant(job / "runc" / "again", base / "hook.sh", marker)
+        out = _call_wrapper(base, run_dir, "daemon", ["--root", f"{job}/runc", "delete", "--force", "again"])
+        assert out.returncode == 2 and "not the job's user" in out.stderr
+        assert not marker.exists()
+    finally:
+        shutil.rmtree(base)
+
+
+def pwd_uid(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
+
+
+# --- Enroot (pyxis): every folder per user, made by root in root's folders ------------------------------
+
+
+def test_enroot_folders_are_per_user_and_made_by_root_in_the_prolog() -> None:
+    plan = _tier("tier3", {"runtime": "pyxis", "cache": {"path": "/raid/enroot"}})
+    enroot = plan["containers"]["enroot"]
+    conf = render_role_template("compute", "enroot.conf.j2", plan, "compute01")
+    paths = dict(line.split(None, 1) for line in _code(conf) if line.split()[0].endswith("_PATH"))
+    roots = {"/run/enroot", "/raid/enroot/enroot-cache", "/raid/enroot/enroot-data", "/raid/enroot/enroot-tmp"}
+    assert set(enroot["user_roots"]) == roots
+    # each path Enroot writes is user-<uid> in one of root's folders: no folder every user may write,
+    # none shared by a group (a layer one user wrote is never another's)
+    assert sorted(paths) == ["ENROOT_CACHE_PATH", "ENROOT_DATA_PATH", "ENROOT_RUNTIME_PATH", "ENROOT_TEMP_PATH"]
+    for value in paths.values():
+        assert value.endswith("/user-$(id -u)") and value.rsplit("/", 1)[0] in roots, value
+    assert "group-" not in conf
+    assert {f["path"] for f in enroot["folders"]} == roots and {f["mode"] for f in enroot["folders"]} == {"0755"}
+    # the Prolog (root) makes user-<uid>, mode 0700, the user's, never through a link
+    prolog = render_role_template("compute", "gpucluster-prolog.j2", plan, "compute01")
+    assert "for top in " + " ".join(sorted(roots)) + "; do" in prolog
+    assert 'dir="$top/user-$SLURM_JOB_UID"' in prolog and '[ -L "$dir" ]' in prolog
+    assert 'mkdir -m 0700 "$dir"' in prolog and 'chown -h "$SLURM_JOB_UID:$gid" "$dir"' in prolog
+    assert prolog.rstrip().endswith("--mode prolog")
+    tmpfiles = _code(render_role_template("compute", "gpucluster-enroot-tmpfiles.conf.j2", plan, "compute01"))
+    assert tmpfiles == ["d /run/enroot 0755 root root -"]
+    assert _files(plan, "compute01")["/etc/tmpfiles.d/gpucluster-enroot.conf"] == "gpucluster-enroot-tmpfiles.conf.j2"
+    # oci (tier3's reference): the Prolog makes no Enroot folder
+    assert "enroot" not in render_role_template("compute", "gpucluster-prolog.j2", _tier("tier3"), "compute01")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the Prolog's block is run (chown)")
+def test_prolog_block_refuses_a_planted_link_and_makes_the_users_folder(tmp_path: Path) -> None:
+    plan = _tier("tier3", {"runtime": "pyxis", "cache": {"path": "/raid/enroot"}})
+    prolog = render_role_template("compute", "gpucluster-prolog.j2", plan, "compute01")
+    block = prolog[prolog.index("if [ -n") : prolog.index("\nfi\n") + 4]
+    top = tmp_path / "top"
+    top.mkdir()
+    script = re.sub(r"for top in [^;]*;", f"for top in {top};", block)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_JOB_UID": str(pwd_uid("nobody"))}
+    ok = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    made = top / f"user-{pwd_uid('nobody')}"
+    assert ok.returncode == 0, ok.stderr
+    assert made.is_dir() and made.stat().st_uid == pwd_uid("nobody") and made.stat().st_mode & 0o777 == 0o700
+    made.rmdir()
+    (tmp_path / "victim").mkdir()
+    made.symlink_to(tmp_path / "victim")  # had a user planted it (root's folder: only root could)
+    bad = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert bad.returncode != 0 and (tmp_path / "victim").stat().st_uid == 0
+
+
+# --- Pyxis built from a tarball: https and a sha256, checked before anything runs as root ---------------
+
+
+def test_pyxis_source_needs_https_and_its_sha256() -> None:
+    sha = "a" * 64
+    ok = _tier(
+        "tier3",
+        {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/pyxis-0.20.0.tar.gz", "sha256": sha.upper()}},
+    )
+    assert ok["containers"]["enroot"]["pyxis_source"] == {
+        "url": "https://example.org/pyxis-0.20.0.tar.gz",
+        "sha256": sha,
+    }
+    assert _tier("tier3", {"runtime": "pyxis"})["containers"]["enroot"]["pyxis_source"] is None
+    missing = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/p.tar.gz"}})
+    assert missing.field == "gpucluster_containers.pyxis_source.sha256" and "sha256" in missing.allowed
+    short = _error(
+        "tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://example.org/p.tar.gz", "sha256": "abc"}}
+    )
+    assert short.field == "gpucluster_containers.pyxis_source.sha256" and short.value == "abc"
+    http = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "http://example.org/p.tar.gz", "sha256": sha}})
+    assert http.field == "gpucluster_containers.pyxis_source.url" and "https" in http.allowed
+    extra = _error("tier3", {"runtime": "pyxis", "pyxis_source": {"url": "https://x/p", "sha256": sha, "md5": "x"}})
+    assert extra.field == "gpucluster_containers.pyxis_source.md5"
+
+
+def test_pyxis_build_uses_only_the_download_checked_against_the_plans_sha256() -> None:
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles/compute/tasks/containers_repo.yml").read_text())
+
+    def walk(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for t in items:
+            out.append(t)
+            out += walk(t.get("block", []))
+        return out
+
+    flat = walk(tasks)
+    get = next(t["ansible.builtin.get_url"] for t in flat if "ansible.builtin.get_url" in t)
+    assert get["checksum"] == "sha256:{{ gpucluster_host_plan.containers.enroot.pyxis_source.sha256 }}"
+    assert get["url"] == "{{ gpucluster_host_plan.containers.enroot.pyxis_source.url }}"
+    unpack = next(t["ansible.builtin.unarchive"] for t in flat if "ansible.builtin.unarchive" in t)
+    assert unpack["src"] == get["dest"] and unpack["remote_src"] is True  # the checked file, nothing else
+    assert "compute_pyxis_source" not in json.dumps(tasks)
