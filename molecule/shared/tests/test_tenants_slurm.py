@@ -117,7 +117,7 @@ def test_a_user_sees_only_their_own_jobs(hosts: dict[str, Any], plan: dict[str, 
 def _node(tenants: dict[str, Any], plan: dict[str, Any]) -> str:
     if not tenants["node"]:
         pytest.skip(f"{plan['cluster']['tier']}: no compute node apart from the head (the login host)")
-    if not plan["slurm"]["tenancy"]["pam_adopt"]["enabled"]:
+    if not plan["slurm"].get("tenancy", {}).get("pam_adopt", {}).get("enabled", True):
         pytest.skip("gpucluster_slurm.pam_slurm_adopt is false")
     return str(tenants["node"])
 
