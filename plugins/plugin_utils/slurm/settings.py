@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
@@ -121,6 +121,10 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "jobacct_gather_type": lab.get("slurm_jobacct_gather", PRODUCTION["jobacct_gather_type"]),
         "prolog_flags": lab.get("slurm_prolog_flags", PRODUCTION["prolog_flags"]),
     }
+    # PrivateData, block_null_hash, pam_slurm_adopt (tenancy.py): adoption adds PrologFlags=Contain, in the
+    # lab too (the extern step works with the lab's proctrack/linuxproc; only its cgroup is missing there)
+    tenants = tenancy.tenancy_plan(site.slurm, plugins["prolog_flags"])
+    plugins["prolog_flags"] = tenants["prolog_flags"]
     partitions = [
         {"name": "gpu", "nodes": nodes_expr, "default": True, "max_time": "INFINITE"},
     ]
@@ -166,6 +170,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
         "partitions": partitions,
         "plugins": plugins,
+        "tenancy": {k: v for k, v in tenants.items() if k != "prolog_flags"},
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
         "select_type": "select/cons_tres",
         "topology_plugin": "topology/tree" if plan["fabric"]["slurm_topology"] else "",
