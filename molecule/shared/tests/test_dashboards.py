@@ -8,28 +8,14 @@ the plan's GPUs."""
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 import yaml
+from monitoring_api import query as _query
 
 VARIABLES = {"host": ".*"}  # what matches every value of a dashboard variable (dashboards.py VARIABLES)
-
-
-def _query(head: Any, plan: dict[str, Any], expr: str) -> dict[str, Any]:
-    mon = plan["monitoring"]
-    url = f"http://{mon['address']}:{mon['prometheus_port']}/api/v1/query?{urlencode({'query': expr})}"
-    script = (
-        "import json,urllib.request,urllib.error\n"
-        "try:\n"
-        f"    print(urllib.request.urlopen({url!r}, timeout=10).read().decode())\n"
-        "except urllib.error.HTTPError as e:\n"
-        "    print(e.read().decode())\n"
-    )
-    return json.loads(head.check_output(f"python3 -c {shlex.quote(script)}"))
 
 
 def _substitute(expr: str) -> str:
@@ -45,6 +31,9 @@ def test_provisioning_files_hold_the_planned_values(hosts: dict[str, Any], plan:
     (ds,) = source["datasources"]
     assert ds["url"] == f"http://{plan['monitoring']['address']}:{plan['monitoring']['prometheus_port']}"
     assert ds["url"] == grafana["datasource"]["url"] and ds["type"] == "prometheus"
+    # Grafana's own account on Prometheus; its password only as a $__file{} reference
+    assert ds["basicAuth"] is True and ds["basicAuthUser"] == grafana["datasource"]["user"]
+    assert ds["secureJsonData"] == {"basicAuthPassword": f"$__file{{{grafana['datasource']['password_file']}}}"}
     provider = yaml.safe_load(head.file("/etc/grafana/provisioning/dashboards/gpucluster.yml").content_string)
     (prov,) = provider["providers"]
     assert prov["options"]["path"] == grafana["dashboard_dir"]
@@ -61,6 +50,27 @@ def test_provisioning_files_hold_the_planned_values(hosts: dict[str, Any], plan:
         for panel in on_head["panels"]:
             for target in panel.get("targets", []):
                 assert target["datasource"]["uid"] == ds["uid"], (key, panel["title"])
+
+
+def test_grafana_takes_no_default_password_no_anonymous_and_no_sign_up(
+    hosts: dict[str, Any], plan: dict[str, Any]
+) -> None:
+    """The lab has no Grafana (not a Debian package): its systemd drop-in is what it would read. No
+    admin/admin (the password from a root:grafana file), no anonymous access, no sign-up, and no
+    password in the drop-in (0644)."""
+    head = hosts[plan["cluster"]["head"]]
+    grafana = plan["monitoring"]["grafana"]
+    dropin = head.file("/etc/systemd/system/grafana-server.service.d/gpucluster.conf")
+    env = {}
+    for line in dropin.content_string.splitlines():
+        if line.startswith("Environment="):
+            key, _, value = line.removeprefix("Environment=").strip('"').partition("=")
+            env[key] = value
+    assert env["GF_SECURITY_ADMIN_PASSWORD"] == f"$__file{{{grafana['admin_password_file']}}}"
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    assert not {k for k in env if "PASSWORD" in k or "SECRET" in k} - {"GF_SECURITY_ADMIN_PASSWORD"}
+    assert grafana["admin_password_file"].startswith(grafana["secrets_dir"] + "/")
 
 
 def test_every_panel_query_is_accepted_by_prometheus(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
@@ -133,9 +143,18 @@ def test_the_queue_exporter_runs_on_the_head(hosts: dict[str, Any], plan: dict[s
     assert head.service(f"{queue['unit']}.timer").is_enabled
     assert head.service(f"{queue['unit']}.timer").is_running
     assert head.file(queue["program"]).mode == 0o755
+    # never root: SlurmUser, writing only its own folder; node-exporter's folder holds a link
+    unit = head.check_output(f"systemctl show --property=User,Group {queue['unit']}.service")
+    assert set(unit.split()) == {f"User={queue['user']}", f"Group={queue['user']}"}, unit
+    folder = head.file(queue["output_dir"])
+    assert (folder.user, folder.group, folder.mode) == (queue["user"], queue["user"], 0o755)
     out = head.file(queue["output"])
-    assert out.exists and out.mode == 0o644
+    assert out.exists and out.mode == 0o644 and out.user == queue["user"]
     assert "gpucluster_slurm_exporter_success 1" in out.content_string
+    link = head.file(queue["link"])
+    assert link.is_symlink and link.linked_to == queue["output"]
+    textfile = head.file(queue["link"].rsplit("/", 1)[0])
+    assert textfile.user == "root" and not textfile.mode & 0o022  # still root's only
     # node-exporter serves the file (its textfile collector reads the folder by default on Debian)
     served = head.check_output(
         f'python3 -c "import urllib.request;print(urllib.request.urlopen('

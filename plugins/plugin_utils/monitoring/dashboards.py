@@ -62,6 +62,20 @@ DATASOURCE_NAME = "gpucluster Prometheus"
 #: which reads these world-readable files (roles/head/vars/files.yml writes them 0644)
 DASHBOARD_DIR = "/var/lib/grafana/dashboards/gpucluster"
 PROVISIONING_DIR = "/etc/grafana/provisioning"
+#: Grafana's secrets on the head (root:grafana 0750 folder, 0640 files; the head role writes them,
+#: never the plan): the admin password (generated once, or the inventory's vault variable
+#: head_grafana_admin_password) and Grafana's own password for Prometheus (prometheus.auth_plan).
+#: Grafana expands ``$__file{path}`` in its settings, environment overrides included, and in a
+#: provisioned datasource's secureJsonData:
+#: https://grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/#variable-expansion,
+#: https://grafana.com/docs/grafana/latest/administration/provisioning/#using-environment-variables
+GRAFANA_SECRETS_DIR = "/etc/grafana/secrets"
+GRAFANA_GROUP = "grafana"
+GRAFANA_ADMIN_PASSWORD_FILE = f"{GRAFANA_SECRETS_DIR}/admin.password"
+#: Grafana's account on Prometheus (read only: Prometheus' basic auth has no roles, but this account
+#: is not in Alertmanager's web config, so it cannot silence alerts)
+GRAFANA_PROMETHEUS_USER = "grafana"
+GRAFANA_PROMETHEUS_PASSWORD_FILE = f"{GRAFANA_SECRETS_DIR}/prometheus.password"
 RATE_WINDOW = "5m"  # 10 scrape intervals of 30 s (prometheus.py SCRAPE_INTERVAL)
 #: dashboard variables and what the checks put in their place (a regex matching every value)
 VARIABLES = {"host": ".*"}
@@ -548,7 +562,12 @@ def provisioning(monitoring: Mapping[str, Any], kind: str) -> dict[str, Any]:
                     "url": url,
                     "isDefault": True,
                     "editable": False,
+                    # Prometheus answers with credentials only (prometheus.auth_plan): Grafana's own
+                    # account, its password read from a root:grafana 0640 file when Grafana starts
+                    "basicAuth": True,
+                    "basicAuthUser": GRAFANA_PROMETHEUS_USER,
                     "jsonData": {"timeInterval": monitoring["scrape_interval"]},
+                    "secureJsonData": {"basicAuthPassword": f"$__file{{{GRAFANA_PROMETHEUS_PASSWORD_FILE}}}"},
                 }
             ],
         }
@@ -603,7 +622,20 @@ def grafana_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
         # ([server] http_addr, set as GF_SERVER_HTTP_ADDR: https://grafana.com/docs/grafana/latest/
         # setup-grafana/configure-grafana/#override-configuration-with-environment-variables)
         "http_addr": mon["address"],
-        "datasource": {"name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "url": url},
+        # no anonymous access, no sign-up, the admin password from a secret file (never admin/admin):
+        # https://grafana.com/docs/grafana/latest/setup-grafana/configure-security/
+        "anonymous": False,
+        "allow_sign_up": False,
+        "secrets_dir": GRAFANA_SECRETS_DIR,
+        "group": GRAFANA_GROUP,
+        "admin_password_file": GRAFANA_ADMIN_PASSWORD_FILE,
+        "datasource": {
+            "name": DATASOURCE_NAME,
+            "uid": DATASOURCE_UID,
+            "url": url,
+            "user": GRAFANA_PROMETHEUS_USER,
+            "password_file": GRAFANA_PROMETHEUS_PASSWORD_FILE,
+        },
         "dashboard_dir": DASHBOARD_DIR,
         "dashboards": boards,
         "metrics": metric_catalogue(plan),

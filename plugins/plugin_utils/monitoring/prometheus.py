@@ -33,6 +33,39 @@ SLURMDBD_PORT = 6819
 SCRAPE_INTERVAL = "30s"
 EVALUATION_INTERVAL = "30s"
 
+# Basic auth in front of Prometheus' and Alertmanager's HTTP APIs: each reads a web config
+# (--web.config.file, Prometheus >= 2.24 and Alertmanager >= 0.22 as Debian 12 ships them, their
+# --help) holding bcrypt hashes (https://prometheus.io/docs/prometheus/latest/configuration/https/).
+# The passwords are generated once on the head (roles/head/files/gpucluster-web-auth) and never
+# leave it: the plan holds the paths only. The services run as user prometheus; their secrets are
+# root:prometheus 0640 in a root:prometheus 0750 folder.
+SECRETS_DIR = "/etc/prometheus/secrets"
+SECRETS_GROUP = "prometheus"
+WEB_USER = "gpucluster"
+WEB_AUTH_PROGRAM = "/usr/local/sbin/gpucluster-web-auth"
+
+
+def auth_plan() -> dict[str, Any]:
+    """Who may use Prometheus' and Alertmanager's APIs and where the secrets are (paths only).
+
+    One account, ``gpucluster``, for the cluster's own clients (Prometheus' self-scrape and its alerts
+    to Alertmanager, the admins' and the lab's queries on the head); Grafana gets its own account on
+    Prometheus only (plan.monitoring.grafana.datasource), so its credential cannot silence alerts.
+    """
+    return {
+        "scheme": "basic",
+        "user": WEB_USER,
+        "password_file": f"{SECRETS_DIR}/{WEB_USER}.password",
+        "secrets_dir": SECRETS_DIR,
+        "group": SECRETS_GROUP,
+        "program": WEB_AUTH_PROGRAM,
+        # one web config per service: Grafana's account is on Prometheus' only
+        "web_config": {
+            "prometheus": "/etc/prometheus/web-prometheus.yml",
+            "alertmanager": "/etc/prometheus/web-alertmanager.yml",
+        },
+    }
+
 
 def _role(roles: list[str]) -> str:
     return "compute" if "compute" in roles else ("head" if "head" in roles else roles[0])
@@ -80,6 +113,8 @@ def monitoring_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
         "alertmanager_port": ALERTMANAGER_PORT,
         "node_exporter_port": NODE_EXPORTER_PORT,
         "dcgm_exporter_port": DCGM_EXPORTER_PORT,
+        # basic auth on both APIs (paths and user names; the secrets stay on the head)
+        "auth": auth_plan(),
         "scrape_interval": SCRAPE_INTERVAL,
         "evaluation_interval": EVALUATION_INTERVAL,
         "scrape_jobs": jobs,

@@ -69,6 +69,7 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-ckpt-drain": plan["storage"]["checkpoint_drain"]["program"],
         "gpucluster-oci-run": plan["containers"]["oci"]["wrapper"],
         "gpucluster-slurm-metrics": plan["monitoring"]["slurm_queue"]["program"],
+        "gpucluster-web-auth": plan["monitoring"]["auth"]["program"],
         # tier4's controllers have a backup: the takeover hook
         "gpucluster-slurmctld-primary-on": cluster_plan(*load_inventory("tier4"))["slurm"]["ha"]["primary_on"][
             "program"
@@ -82,7 +83,10 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-ckpt-drain",
         "gpucluster-oci-run",  # tier3 runs its training containers with Slurm's oci.conf
     }
-    assert {f["src"] for f in plan["files"]["head01"] if f.get("static")} == {"gpucluster-slurm-metrics"}
+    assert {f["src"] for f in plan["files"]["head01"] if f.get("static")} == {
+        "gpucluster-slurm-metrics",
+        "gpucluster-web-auth",
+    }
     for role in HOST_ROLES:
         copies = [t for t in _role_tasks(role) if "ansible.builtin.copy" in t]
         assert not [t for t in copies if t["ansible.builtin.copy"].get("src") in programs], role

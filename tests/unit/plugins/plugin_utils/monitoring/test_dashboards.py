@@ -123,6 +123,11 @@ def test_datasource_is_the_heads_prometheus(tier: str) -> None:
     assert source["url"] == url == grafana["datasource"]["url"]
     assert source["uid"] == dash.DATASOURCE_UID and source["type"] == "prometheus"
     assert source["jsonData"]["timeInterval"] == plan["monitoring"]["scrape_interval"]
+    # Prometheus wants credentials: Grafana's own account, the password only as a file reference
+    assert source["basicAuth"] is True and source["basicAuthUser"] == grafana["datasource"]["user"] == "grafana"
+    assert source["secureJsonData"] == {"basicAuthPassword": "$__file{/etc/grafana/secrets/prometheus.password}"}
+    assert grafana["datasource"]["password_file"].startswith(grafana["secrets_dir"] + "/")
+    assert grafana["datasource"]["user"] != plan["monitoring"]["auth"]["user"]  # not Alertmanager's account
     (provider,) = yaml.safe_load(dash.provisioning_yaml(plan["monitoring"], "provider"))["providers"]
     assert provider["options"]["path"] == dash.DASHBOARD_DIR
     for board in _boards(plan).values():

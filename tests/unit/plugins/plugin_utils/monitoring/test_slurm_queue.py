@@ -147,7 +147,11 @@ def test_plan_runs_the_exporter_on_slurm_clusters_only() -> None:
     plan = _plan("tier2")
     queue = plan["monitoring"]["slurm_queue"]
     assert queue["output"] == sm.DEFAULT_OUTPUT == slurm_queue.OUTPUT
-    assert queue["output"].startswith(slurm_queue.TEXTFILE_DIR + "/") and queue["output"].endswith(".prom")
+    # its own folder, a link of the same name in node-exporter's textfile folder (root's)
+    assert queue["output"] == f"{queue['output_dir']}/gpucluster_slurm.prom" and queue["output"].endswith(".prom")
+    assert queue["link"] == f"{slurm_queue.TEXTFILE_DIR}/gpucluster_slurm.prom"
+    assert not queue["output_dir"].startswith(slurm_queue.TEXTFILE_DIR)
+    assert queue["user"] == "slurm"  # SlurmUser: sees every job under PrivateData, never root
     assert queue["interval"] == plan["monitoring"]["scrape_interval"]
     assert queue["metrics"] == sorted(sm.METRICS)
     kube = copy.deepcopy(plan)
@@ -163,6 +167,10 @@ def test_units_run_the_planned_program_every_scrape_interval() -> None:
     timer = render_role_template("head", "gpucluster-slurm-metrics.timer.j2", plan, head)
     assert f"ExecStart={queue['program']} --output {queue['output']}\n" in service
     assert "Type=oneshot" in service
+    # never root: Slurm's unprivileged SlurmUser, a read-only system but its own folder
+    assert f"User={queue['user']}\n" in service and f"Group={queue['user']}\n" in service
+    assert "ProtectSystem=strict\n" in service and f"ReadWritePaths={queue['output_dir']}\n" in service
+    assert "User=root" not in service
     assert f"OnUnitActiveSec={queue['interval']}\n" in timer and "WantedBy=timers.target" in timer
     files = {f["dest"] for f in plan["files"][head]}
     assert {
