@@ -145,3 +145,42 @@ def test_unhealthy_node_would_be_cordoned_and_tainted(
     healthy = _run_check(host, nvidia_smi_rows(gpus))
     assert healthy.rc == 0, healthy.stdout + healthy.stderr
     assert "would run" not in healthy.stdout
+
+
+def test_containerd_memlock_dropin_as_planned(hosts: dict[str, Any], plan: dict[str, Any], nodes: list[str]) -> None:
+    """The teams' pods run without IPC_LOCK (Pod Security baseline): RDMA pins registered memory against the
+    RLIMIT_MEMLOCK they inherit from containerd, which the drop-in sets to the plan's value."""
+    containerd = plan["kubernetes"]["node"]["containerd"]
+    assert containerd["dropin"].startswith("/etc/systemd/system/containerd.service.d/")
+    for name in nodes:
+        dropin = hosts[name].file(containerd["dropin"])
+        assert dropin.exists and dropin.user == "root" and dropin.mode == 0o644, name
+        lines = [line for line in dropin.content_string.splitlines() if line and not line.startswith("#")]
+        assert lines == ["[Service]", f"LimitMEMLOCK={containerd['limit_memlock']}"], (name, lines)
+        # containerd is not installed in the lab, and systemd loads no drop-in of a unit it does not find
+        # (systemctl show containerd: DropInPaths empty): what it would read is the file, checked above
+
+
+def test_team_folders_present_with_planned_owner_and_mode(
+    hosts: dict[str, Any], plan: dict[str, Any], nodes: list[str]
+) -> None:
+    """Every folder a team's PersistentVolume points to (hostPath type Directory: a missing one keeps the
+    pod in ContainerCreating) exists with the plan's owner, group and mode; the lab mounts no shared file
+    system, so the shared ones are made too (team_folder_mounts is empty there)."""
+    node = plan["kubernetes"]["node"]
+    assert node["team_folder_mounts"] == {}  # the lab
+    pv_paths = {
+        m["object"]["spec"]["hostPath"]["path"]
+        for m in plan["kubernetes"]["manifests"]
+        if m["object"]["kind"] == "PersistentVolume"
+    }
+    assert {f["path"] for f in node["team_folders"]} == pv_paths
+    for name in nodes:
+        for folder in node["team_folders"]:
+            d = hosts[name].file(folder["path"])
+            assert d.is_directory, (name, folder["path"])
+            assert (d.user, d.group, d.mode) == (folder["owner"], folder["group"], int(folder["mode"], 8)), (
+                name,
+                folder,
+                (d.user, d.group, oct(d.mode)),
+            )

@@ -480,6 +480,30 @@ def _volume_paths(plan: dict[str, Any]) -> dict[str, str]:
     return {_dns(key): path for key, path in paths.items()}
 
 
+def node_settings(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """plan["kubernetes"]["node"] (tenancy.node_settings): containerd's LimitMEMLOCK, the GPU nodes' memlock
+    limit of limits.conf (plan.hosts.<compute>.limits: unlimited, the lab's gpucluster_lab.memlock_kb), and the
+    team folders the PersistentVolumes point to (:func:`_volume_paths` x :func:`team_namespaces`), the shared
+    file system's ones under its mount point (none in the lab: its containers mount no shared file system)."""
+    compute = [h for h, v in sorted(plan["hosts"].items()) if "compute" in (v.get("roles") or [])]
+    limits = plan["hosts"][compute[0]].get("limits") or [] if compute else []
+    memlock = next(
+        (e["value"] for e in limits if e["item"] == "memlock" and e["domain"] == "*" and e["type"] == "hard"),
+        "unlimited",
+    )
+    lab = bool(plan["cluster"].get("lab"))
+    source = (
+        f"gpucluster_lab.memlock_kb {memlock} (the lab container's hard limit, as limits.conf)"
+        if memlock != "unlimited"
+        else "unlimited, as limits.conf's memlock (plan/system.py): RDMA's registered memory is pinned"
+    )
+    st = plan["storage"]
+    kind = st.get(st["type"]) if isinstance(st.get(st["type"]), dict) else {}
+    roots = [kind.get("mount_point")] + [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
+    shared = [] if lab else [r for r in roots if isinstance(r, str)]
+    return tenancy.node_settings(memlock, source, _volume_paths(plan), team_namespaces(plan), shared)
+
+
 def _storage_mounts(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The job pods' volumes: each path of :func:`_volume_paths` through the team's claim of the same name
     (a PersistentVolume of the team's folder on the node: no hostPath in the pod, which Pod Security baseline
@@ -766,6 +790,7 @@ def kubernetes_plan(plan: Mapping[str, Any], cooling: str = "air", memory_mib: i
         },
         "cpu_pool": pool,
         "kubelet": kubelet_reservation(shape),
+        "node": node_settings(plan),
         "ray": ray_sizes(plan, shape),
         "topology_levels": levels,
         "rdma_resource": RDMA_RESOURCE,

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+
 PSA = "pod-security.kubernetes.io"
 #: the Pod Security Standards' version the labels pin (the oldest maintained minor release, as the validator's)
 POD_SECURITY_VERSION = "v1.35"
@@ -213,3 +215,82 @@ def storage_objects(namespace: str, paths: dict[str, str], labels: dict[str, str
             }
         )
     return out
+
+
+#: containerd's systemd drop-in on the Kubernetes path's GPU nodes (compute role, vars/files.yml): a pod
+#: inherits RLIMIT_MEMLOCK from the container runtime, and without IPC_LOCK (refused by ``baseline``)
+#: that limit is all RDMA has to pin its registered memory against
+#: (https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#LimitCPU=,
+#: https://man7.org/linux/man-pages/man2/mlock.2.html: "an unprivileged process [...] RLIMIT_MEMLOCK")
+CONTAINERD_DROPIN = "/etc/systemd/system/containerd.service.d/gpucluster-memlock.conf"
+#: the team folders' owner, group and mode (docs/kubernetes.md, "Tenant isolation"): sticky and writable by
+#: every user id in the team's own pods (the Ray templates run as RAY_UID, the teams' images as root or
+#: any user), like /tmp and the Slurm path's checkpoint staging folder. The mode does not separate the
+#: teams, and cannot: a baseline pod's root keeps the runtime's default capabilities, CAP_DAC_OVERRIDE and
+#: CAP_FOWNER among them, and ignores it. The mount does: a team's pods get only ``<path>/<team>``.
+TEAM_FOLDER_OWNER = "root"
+TEAM_FOLDER_GROUP = "root"
+TEAM_FOLDER_MODE = "1777"
+
+
+def systemd_memlock(limit: str) -> str:
+    """A limits.conf memlock value (``unlimited`` or KiB) as systemd's ``LimitMEMLOCK=`` (``infinity`` or
+    bytes with systemd's base-1024 ``K`` suffix: the same limit)."""
+    return "infinity" if limit == "unlimited" else f"{int(limit)}K"
+
+
+def node_settings(
+    memlock: str,
+    memlock_source: str,
+    paths: dict[str, str],
+    teams: list[str],
+    shared_roots: list[str],
+) -> dict[str, Any]:
+    """plan["kubernetes"]["node"]: what the compute role sets on a GPU node for the teams' pods.
+
+    - ``containerd``: the drop-in's path and its ``LimitMEMLOCK`` (``memlock``: the nodes' memlock limit of
+      limits.conf, ``unlimited`` or the lab's KiB), with where the value comes from;
+    - ``team_folders``: every folder a team's PersistentVolume points to (:func:`storage_objects`,
+      ``<path>/<team>`` for each ``paths`` volume and team), sorted, with owner, group and mode (the
+      gpucluster.tiers.host_state module's ``paths``);
+    - ``team_folder_mounts``: per shared file system root (``shared_roots``: its mount point), the team
+      folders on it: the role creates those only once the file system is mounted, never in the empty mount
+      point. The node's own folders (local scratch, staging) are in none; the lab passes no root (its
+      shared paths are plain folders of the container)."""
+    roots = sorted({r.rstrip("/") or "/" for r in shared_roots}, key=len, reverse=True)
+    bases = sorted({p.rstrip("/") or "/" for p in paths.values()})
+    for i, team in enumerate(teams):
+        # a team folder that is (or holds) another volume's path would give the team every team's folder of
+        # that volume: the team "checkpoint-staging" with the scratch /raid gets /raid/checkpoint-staging
+        for base in bases:
+            folder = f"{base.rstrip('/')}/{team}"
+            clash = [b for b in bases if b == folder or b.startswith(f"{folder}/")]
+            require(
+                not clash,
+                f"gpucluster_tenants[{i}].name",
+                team,
+                f"a team name that is not a folder of the team storage paths ({', '.join(bases)}): "
+                f"{folder} would be or hold {clash[0] if clash else ''}, the path of another volume "
+                "with every team's folder",
+            )
+    folders: list[dict[str, str]] = []
+    on_root: dict[str, list[str]] = {}
+    for _volume, path in sorted(paths.items()):
+        base = path.rstrip("/")
+        root = next((r for r in roots if r == "/" or base == r or base.startswith(f"{r}/")), None)
+        for team in teams:
+            folder = f"{base}/{team}"
+            folders.append(
+                {"path": folder, "owner": TEAM_FOLDER_OWNER, "group": TEAM_FOLDER_GROUP, "mode": TEAM_FOLDER_MODE}
+            )
+            if root is not None:
+                on_root.setdefault(root, []).append(folder)
+    return {
+        "containerd": {
+            "dropin": CONTAINERD_DROPIN,
+            "limit_memlock": systemd_memlock(memlock),
+            "source": memlock_source,
+        },
+        "team_folders": sorted(folders, key=lambda f: f["path"]),
+        "team_folder_mounts": {root: sorted(f) for root, f in sorted(on_root.items())},
+    }
