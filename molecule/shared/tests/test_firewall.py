@@ -236,7 +236,8 @@ def _link_local(host: Any, address: str) -> tuple[str, str | None]:
 
 def test_ipv6_to_a_listening_service_is_dropped(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
     """The cluster speaks IPv4: over IPv6 (link-local, on the management link) the same listener is
-    dropped while ICMPv6 echo (RFC 4890) and ssh still answer on that path."""
+    dropped while ssh still answers on that path (which needs neighbour discovery: RFC 4890's ICMPv6
+    gets through). No ping: the lab's containers lack CAP_NET_RAW."""
     target = _target(plan)
     head = plan["cluster"]["head"]
     if head == target:
@@ -247,7 +248,6 @@ def test_ipv6_to_a_listening_service_is_dropped(hosts: dict[str, Any], plan: dic
         pytest.skip("the lab's management interfaces have no IPv6 link-local address")
     dst = f"{ll}%{src_iface}"
     with _listener(hosts[target], PROBE_PORT):
-        assert hosts[head].run(f"ping -6 -c 1 -W 3 {dst}").rc == 0, (head, target, dst)
         assert _connect(hosts[head], "-", dst, 22) == "open", (head, target, dst)
         assert _connect(hosts[head], "-", dst, PROBE_PORT) == "timeout", (head, target, dst)
 
