@@ -28,9 +28,25 @@ dcgm-exporter (docs/sources.md §5.4, ``etc/default-counters.csv`` [D3]) listens
 address, port ``monitoring.dcgm_exporter_port``, and reads the counters listed here: the
 stock default set plus ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` and (NVLink models)
 ``DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL``, which the stock file comments out and
-the alert rules GpuDoubleBitEcc and GpuNvlinkErrors need (docs/monitoring.md). It connects
-to the host engine (``--remote-hostengine-info``, nv-hostengine's port 5555) instead of
-starting a second, embedded one.
+the alert rules GpuDoubleBitEcc and GpuNvlinkErrors need (docs/monitoring.md).
+
+The host engine (``hostengine``) is no network service: nv-hostengine listens, without
+authentication, on TCP 127.0.0.1:5555 by default, where any job on the node could change GPU
+settings, clear the health watches or start diagnostics on GPUs another job holds. It runs with
+``--domain-socket <path>`` instead ("No TCP listening port is opened when this option is
+specified": nv-hostengine --help, hostengine/src/HostEngineCommandLine.cpp;
+https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/nv-hostengine.html),
+the socket in a folder only root may enter (0700, systemd's RuntimeDirectory=, and UMask=0077 for
+the socket itself). Its clients are root's: the health watch unit, the health check's epilog and
+the validate play pass ``--host unix://<path>`` to dcgmi (``dcgmi <command> --help``: "To connect to a
+host engine that was started with -d (unix socket), prefix the unix socket filename with
+'unix://'"), and dcgm-exporter, which runs as root (the package's unit), connects with
+``--remote-hostengine-info unix://<path>``. The exporter does not embed a second host engine: NVIDIA
+advises against two host engines on one node (they do not coordinate; the profiling module cannot
+be shared: https://github.com/NVIDIA/DCGM/issues/108, https://github.com/NVIDIA/dcgm-exporter/issues/7).
+A ``unix://`` address for the exporter needs DCGM's connection strings (``dcgmConnect_v3``), so DCGM
+>= ``MIN_DCGM_VERSION`` and an exporter built against it (go-dcgm: "DCGM connection strings require
+DCGM 4.5.0 or newer"); the compute role refuses an older pin.
 """
 
 from __future__ import annotations
@@ -39,7 +55,21 @@ from collections.abc import Mapping
 from typing import Any
 
 DCGMI = "/usr/bin/dcgmi"
-HOSTENGINE = "localhost:5555"  # nv-hostengine's default port (docs/tiers.md: DCGM listens on 5555)
+NV_HOSTENGINE = "/usr/bin/nv-hostengine"
+#: nv-hostengine's unix socket, in a folder under /run that systemd creates for the unit
+#: (RuntimeDirectory=, mode 0700, owned by the unit's user: root)
+HOSTENGINE_RUNTIME_DIRECTORY = "nvidia-dcgm"
+HOSTENGINE_SOCKET_DIR = f"/run/{HOSTENGINE_RUNTIME_DIRECTORY}"
+HOSTENGINE_SOCKET = f"{HOSTENGINE_SOCKET_DIR}/nv-hostengine"
+HOSTENGINE_SOCKET_DIR_MODE = "0700"
+#: the address dcgmi (--host) and dcgm-exporter (--remote-hostengine-info) connect to
+HOSTENGINE = f"unix://{HOSTENGINE_SOCKET}"
+#: the account nv-hostengine runs its unprivileged children as (the package's unit passes it too)
+HOSTENGINE_SERVICE_ACCOUNT = "nvidia-dcgm"
+#: the TCP port nv-hostengine would open without --domain-socket (what the lab checks is closed)
+HOSTENGINE_TCP_PORT = 5555
+#: the first DCGM whose library takes unix:// connection strings (dcgmConnect_v3), which the exporter needs
+MIN_DCGM_VERSION = "4.5.0"
 EXPORTER_COUNTERS_FILE = "/etc/dcgm-exporter/gpucluster-counters.csv"
 
 # docs/sources.md [D1]: dcgmi health -s letters, in the order the watches are listed here
@@ -100,7 +130,25 @@ _COUNTERS: tuple[tuple[str, str, str, bool], ...] = (
 
 
 def _command(args: list[str]) -> str:
-    return " ".join([DCGMI, *args])
+    """dcgmi with ``args`` against the host engine's socket (``--host`` after the subcommand)."""
+    return " ".join([DCGMI, args[0], "--host", HOSTENGINE, *args[1:]])
+
+
+def hostengine() -> dict[str, Any]:
+    """How nv-hostengine runs (the compute role's drop-in for nvidia-dcgm.service) and where its clients
+    find it: ``-n`` (foreground, under systemd), the package unit's service account, the socket."""
+    return {
+        "command": " ".join(
+            [NV_HOSTENGINE, "-n", "--service-account", HOSTENGINE_SERVICE_ACCOUNT, "--domain-socket", HOSTENGINE_SOCKET]
+        ),
+        "socket": HOSTENGINE_SOCKET,
+        "socket_dir": HOSTENGINE_SOCKET_DIR,
+        "socket_dir_mode": HOSTENGINE_SOCKET_DIR_MODE,
+        "runtime_directory": HOSTENGINE_RUNTIME_DIRECTORY,
+        "address": HOSTENGINE,
+        "tcp_port": HOSTENGINE_TCP_PORT,
+        "min_dcgm_version": MIN_DCGM_VERSION,
+    }
 
 
 def dcgm_policy(plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +175,7 @@ def dcgm_policy(plan: Mapping[str, Any]) -> dict[str, Any]:
         "health_watches": [name for _letter, name in watches],
         "health_args": health_args,
         "policy": None,
+        "hostengine": hostengine(),
         "policy_consumers": dict(POLICY_CONSUMERS),
         # run first, its failure ignored (systemd's "-" prefix): a host engine with no policy is fine
         "clear_command": _command(list(POLICY_CLEAR_ARGS)),

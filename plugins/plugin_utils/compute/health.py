@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.dcgm import HOSTENGINE
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.settings import HEALTH_CHECK_INTERVAL_S
@@ -174,7 +175,8 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
         # the periodic mode's interval: Slurm's HealthCheckInterval, or the Kubernetes path's timer
         "interval_s": HEALTH_CHECK_INTERVAL_S,
         "scheduler": _scheduler(scheduler, lab),
-        "dcgm": {"level": settings.dcgm_level, "timeout_s": settings.dcgm_timeout_s},
+        # host: nv-hostengine's root-only unix socket (dcgmi diag --host; compute/dcgm.py)
+        "dcgm": {"level": settings.dcgm_level, "timeout_s": settings.dcgm_timeout_s, "host": HOSTENGINE},
         # recorded inputs read instead of the tools, only in the lab (None on real hosts)
         "recorded": {"nvidia_smi_output": LAB_NVIDIA_SMI_OUTPUT} if lab else None,
         "gpu": {

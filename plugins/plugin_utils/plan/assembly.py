@@ -486,7 +486,8 @@ def _hosts(site: Site, addresses: Mapping[str, Any], fab: Mapping[str, Any]) -> 
             "sysctl": system.sysctls(h.roles),
             "limits": system.limits(h.roles, memlock),
             "network_units": system.network_units(addresses["hosts"][h.name], nics, prefixes, rail_mtu=rail_mtu),
-            "firewall": host_policy(h.roles),  # the ports only the management network reaches
+            # its limited ports (management network only) and the cluster networks it accepts
+            "firewall": host_policy(h.roles, addresses["hosts"][h.name], addresses),
         }
     return out
 
@@ -593,7 +594,7 @@ def cluster_plan(
         "tier": tiers.tier_as_dict(tier),
         "hosts": hosts,
         "network": {k: v for k, v in addresses.items() if k != "hosts"},
-        "firewall": firewall_plan(addresses),
+        "firewall": firewall_plan(addresses, site.scheduler),
         "etc_hosts": etc_hosts_entries(addresses, site.domain),
         "time": _time(site, addresses),
         "gpu": gpu,

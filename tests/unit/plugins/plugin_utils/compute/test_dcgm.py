@@ -27,6 +27,9 @@ ROLE = ROOT / "roles" / "compute"
 POLICY_UNIT = "/etc/systemd/system/gpucluster-dcgm-policy.service"
 COUNTERS = "/etc/dcgm-exporter/gpucluster-counters.csv"
 DROP_IN = "/etc/systemd/system/nvidia-dcgm-exporter.service.d/gpucluster.conf"
+HOSTENGINE_DROP_IN = "/etc/systemd/system/nvidia-dcgm.service.d/gpucluster.conf"
+SOCKET = "/run/nvidia-dcgm/nv-hostengine"
+HOST = f"unix://{SOCKET}"
 
 
 def _render(src: str, plan: dict[str, Any], host: str) -> str:
@@ -61,8 +64,9 @@ def test_no_policy_only_health_watches(tier_plan: dict[str, Any]) -> None:
     d = tier_plan["dcgm"]
     assert d["health_args"] == ["health", "-s", "pmitn"]
     assert d["policy"] is None and "policy_args" not in d
-    assert d["commands"] == ["/usr/bin/dcgmi health -s pmitn"]
-    assert d["clear_command"] == "/usr/bin/dcgmi policy --clear"  # a policy an earlier release set
+    # every dcgmi command reaches the host engine on its root-only socket (--host unix://<path>)
+    assert d["commands"] == [f"/usr/bin/dcgmi health --host {HOST} -s pmitn"]
+    assert d["clear_command"] == f"/usr/bin/dcgmi policy --host {HOST} --clear"  # a policy an earlier release set
     assert not any("policy --set" in c for c in d["commands"])
 
 
@@ -114,14 +118,15 @@ def test_files_are_in_the_manifest_of_every_compute_node(tier_plan: dict[str, An
         ("gpucluster-dcgm-policy.service.j2", POLICY_UNIT),
         ("dcgm-exporter-counters.csv.j2", COUNTERS),
         ("nvidia-dcgm-exporter.conf.j2", DROP_IN),
+        ("nvidia-dcgm.conf.j2", HOSTENGINE_DROP_IN),
     ):
         listed = next(f for f in ROLE_FILES["compute"] if f["src"] == src)
         assert (listed["dest"], listed["hosts"], listed.get("task")) == (dest, "compute", None)
     for host, files in tier_plan["files"].items():
         dests = {f["dest"] for f in files}
         is_compute = "compute" in tier_plan["hosts"][host]["roles"]
-        assert ({POLICY_UNIT, COUNTERS, DROP_IN} <= dests) == is_compute, host
-        assert is_compute or not ({POLICY_UNIT, COUNTERS, DROP_IN} & dests), host
+        assert ({POLICY_UNIT, COUNTERS, DROP_IN, HOSTENGINE_DROP_IN} <= dests) == is_compute, host
+        assert is_compute or not ({POLICY_UNIT, COUNTERS, DROP_IN, HOSTENGINE_DROP_IN} & dests), host
 
 
 def test_policy_unit_runs_the_plans_commands(tier_plan: dict[str, Any]) -> None:
@@ -133,10 +138,10 @@ def test_policy_unit_runs_the_plans_commands(tier_plan: dict[str, Any]) -> None:
     assert "ConditionPathExists=/usr/bin/dcgmi" in lines
     assert "Type=oneshot" in lines and "RemainAfterExit=yes" in lines
     assert [line.split("=", 1)[1] for line in lines if line.startswith("ExecStart=")] == [
-        "-/usr/bin/dcgmi policy --clear",  # "-": no policy to clear is no failure
+        f"-/usr/bin/dcgmi policy --host {HOST} --clear",  # "-": no policy to clear is no failure
         *tier_plan["dcgm"]["commands"],
     ]
-    assert "ExecStart=/usr/bin/dcgmi health -s pmitn" in lines
+    assert f"ExecStart=/usr/bin/dcgmi health --host {HOST} -s pmitn" in lines
     assert not any("policy --set" in line for line in lines)
     # started by the host engine, never on its own at boot where DCGM is absent
     assert "WantedBy=nvidia-dcgm.service" in lines
@@ -163,27 +168,84 @@ def test_exporter_binds_the_scraped_management_address(tier_plan: dict[str, Any]
         address = f"{tier_plan['hosts'][host]['addresses']['management']}:{port}"
         assert execs[1] == (
             f"ExecStart=/usr/bin/dcgm-exporter --collectors {COUNTERS} --address {address}"
-            " --remote-hostengine-info localhost:5555"
+            f" --remote-hostengine-info {HOST}"
         )
         assert address in tier_plan["monitoring"]["targets"]["dcgm"]  # what Prometheus scrapes
+        lines = text.splitlines()
+        # restarted with the host engine it connects to
+        assert "Requires=nvidia-dcgm.service" in lines
+        assert "After=network-online.target nvidia-dcgm.service" in lines
+
+
+def test_host_engine_listens_on_a_root_only_socket_and_no_tcp_port(tier_plan: dict[str, Any]) -> None:
+    """nv-hostengine --domain-socket: "No TCP listening port is opened when this option is specified"
+    (hostengine/src/HostEngineCommandLine.cpp); the folder 0700 (RuntimeDirectory= of a root unit)."""
+    h = tier_plan["dcgm"]["hostengine"]
+    assert h["socket"] == SOCKET and h["address"] == HOST and h["socket_dir"] == "/run/nvidia-dcgm"
+    for host in _compute_hosts(tier_plan):
+        lines = _render("nvidia-dcgm.conf.j2", tier_plan, host).splitlines()
+        execs = [line for line in lines if line.startswith("ExecStart=")]
+        assert execs == [
+            "ExecStart=",  # clears the package's ExecStart (which opens TCP 5555)
+            f"ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm --domain-socket {SOCKET}",
+        ]
+        assert "RuntimeDirectory=nvidia-dcgm" in lines
+        assert "RuntimeDirectoryMode=0700" in lines
+        assert "UMask=0077" in lines
+        assert not any(re.search(r"(--port|-p |--bind-interface|-b )", line) for line in execs)
+        assert not any(line.startswith(("User=", "Group=", "DynamicUser=")) for line in lines)  # root owns the folder
+
+
+def test_every_dcgmi_caller_passes_the_socket() -> None:
+    """The health watch unit (plan), the health check's epilog and the validate play all pass --host."""
+    plan = _plan("tier3")
+    assert all(f"--host {HOST}" in c for c in [*plan["dcgm"]["commands"], plan["dcgm"]["clear_command"]])
+    assert plan["health"]["dcgm"]["host"] == HOST
+    script = (ROLE / "files" / "gpucluster-healthcheck").read_text()
+    assert '["--host", cfg["dcgm"]["host"]]' in script
+    validate = yaml.safe_load((ROOT / "playbooks" / "validate.yml").read_text())
+    run = next(
+        t for play in validate for t in play.get("tasks", []) if str(t.get("name", "")).startswith("Run dcgmi diag")
+    )
+    argv = run["ansible.builtin.command"]["argv"]
+    assert argv[argv.index("--host") + 1] == "{{ _validate_plan.dcgm.hostengine.address }}"
+
+
+def test_role_refuses_a_dcgm_without_unix_socket_addresses() -> None:
+    """dcgm-exporter's unix:// address needs DCGM >= 4.5.0 (dcgmConnect_v3): the pin is checked."""
+    tasks = _tasks("gpu_software.yml")
+    check = next(t for t in tasks if "unix socket" in t["name"])
+    (that,) = check["ansible.builtin.assert"]["that"]
+    assert "gpucluster_host_plan.dcgm.hostengine.min_dcgm_version" in that
+    assert dcgm.MIN_DCGM_VERSION == "4.5.0"
+    # the epoch ("1:4.5.2-1") is dropped before the comparison
+    assert "regex_replace('^[0-9]+:', '')" in that
 
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
 def test_units_parse_with_systemd(tmp_path: Path) -> None:
-    """systemd-analyze verify of the policy unit and of the exporter's drop-in (on a stub of the
-    package's unit): the only complaints allowed are the DCGM binaries this host lacks."""
+    """systemd-analyze verify of the policy unit and of the exporter's and the host engine's drop-ins
+    (on stubs of the packages' units): the only complaints allowed are the DCGM binaries this host lacks."""
     plan = _plan("tier3")
     host = _compute_hosts(plan)[0]
     (tmp_path / "gpucluster-dcgm-policy.service").write_text(_render("gpucluster-dcgm-policy.service.j2", plan, host))
     stub = "[Unit]\nDescription=stub\n[Service]\nExecStart={}\n"
     (tmp_path / "nvidia-dcgm.service").write_text(stub.format("/usr/bin/nv-hostengine -n"))
+    (tmp_path / "nvidia-dcgm.service.d").mkdir()
+    (tmp_path / "nvidia-dcgm.service.d" / "gpucluster.conf").write_text(_render("nvidia-dcgm.conf.j2", plan, host))
     (tmp_path / "nvidia-dcgm-exporter.service").write_text(stub.format("/usr/bin/dcgm-exporter"))
     (tmp_path / "nvidia-dcgm-exporter.service.d").mkdir()
     (tmp_path / "nvidia-dcgm-exporter.service.d" / "gpucluster.conf").write_text(
         _render("nvidia-dcgm-exporter.conf.j2", plan, host)
     )
     run = subprocess.run(
-        ["systemd-analyze", "verify", "gpucluster-dcgm-policy.service", "nvidia-dcgm-exporter.service"],
+        [
+            "systemd-analyze",
+            "verify",
+            "gpucluster-dcgm-policy.service",
+            "nvidia-dcgm-exporter.service",
+            "nvidia-dcgm.service",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -373,7 +373,8 @@ def test_modes_and_dcgm_from_the_plan(plan: dict[str, Any]) -> None:
         },
     }
     # dcgmi diag -r 1: "Quick (System Validation ~ seconds)" (docs/sources.md [D2]); the timeout is an input
-    assert cfg["dcgm"] == {"level": 1, "timeout_s": 120}
+    # host: nv-hostengine's root-only unix socket, never its TCP port (docs/security.md)
+    assert cfg["dcgm"] == {"level": 1, "timeout_s": 120, "host": "unix:///run/nvidia-dcgm/nv-hostengine"}
     assert cfg["recorded"] is None  # real hosts read nvidia-smi, never a file
     assert (plan["slurm"]["epilog"], plan["slurm"]["prolog"]) == ("/usr/local/sbin/gpucluster-epilog", "")
     text = render_role_template("slurm", "slurm.conf.j2", plan, "head01")
@@ -422,7 +423,8 @@ def test_epilog_drains_with_our_reason_and_exits_0(node: Node) -> None:
     assert node.run("--mode", "epilog") == 0  # non-zero would make Slurm re-drain as "Epilog error"
     assert node.updates() == [_drain(DBE)]
     assert (node.state / "drained").exists()
-    assert node.tool_calls("dcgmi") == [["diag", "-r", "1", "-j"]]
+    # against the host engine's root-only socket (plan health.dcgm.host)
+    assert node.tool_calls("dcgmi") == [["diag", "--host", "unix:///run/nvidia-dcgm/nv-hostengine", "-r", "1", "-j"]]
 
 
 def test_epilog_on_a_healthy_node_asks_the_controller_nothing(node: Node) -> None:

@@ -539,7 +539,8 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
         f"{paths['srun']} --nodes=2 --nodelist=compute[01-02] --ntasks-per-node=8 --gres=gpu:8 --mpi=pmix"
         f" --exclusive {paths['all_reduce_perf']} -b 1073741824 -e 8589934592 -f 2 -g 1"
     )
-    assert calls.count(f"{paths['dcgmi']} diag -r 3 -j") == 2
+    # against the host engine's root-only socket (plan dcgm.hostengine)
+    assert calls.count(f"{paths['dcgmi']} diag --host unix:///run/nvidia-dcgm/nv-hostengine -r 3 -j") == 2
     ib_calls = [c for c in calls if c.startswith(paths["ib_write_bw"])]
     clients = [c for c in ib_calls if c.split()[-1].count(".") == 3]  # the server's address comes last
     servers = [c for c in ib_calls if c not in clients]
