@@ -131,7 +131,8 @@ def _braced(text: str) -> set[str]:
         return set()
     inner = re.sub(r"\([^()]*\)", "", match.group(1))
     out: set[str] = set()
-    for name, sub in re.findall(r"([a-z_][a-z0-9_]*)(?::\s*\[(\{[^\]]*\})\])?", re.sub(r":\s*[a-z_|]+(?=[,}]|$)", "", inner)):
+    bare = re.sub(r":\s*[a-z_|]+(?=[,}]|$)", "", inner)
+    for name, sub in re.findall(r"([a-z_][a-z0-9_]*)(?::\s*\[(\{[^\]]*\})\])?", bare):
         out.add(f".{name}")
         if sub:
             out |= {f".{name}[]{s}" for s in _braced(sub)}
