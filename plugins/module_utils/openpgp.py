@@ -33,7 +33,7 @@ def _crc24(data: bytes) -> int:
     crc = 0xB704CE
     for byte in data:
         crc ^= byte << 16
-        for _ in range(8):
+        for _byte in range(8):
             crc <<= 1
             if crc & 0x1000000:
                 crc ^= 0x1864CFB
@@ -124,7 +124,7 @@ def keyring(data: bytes | str) -> tuple[bytes, list[str]]:
         text = data if isinstance(data, str) else data.decode("ascii", errors="replace")
         data = dearmor(text)
     found = packets(data)
-    if any(tag in (TAG_SECRET_KEY, TAG_SECRET_SUBKEY) for tag, _ in found):
+    if any(tag in (TAG_SECRET_KEY, TAG_SECRET_SUBKEY) for tag, _body in found):
         raise OpenPGPError("a SECRET key: a repository's signing key is given as its public key only")
     primaries = [fingerprint(body) for tag, body in found if tag == TAG_PUBLIC_KEY]
     if not primaries:
