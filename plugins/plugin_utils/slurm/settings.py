@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy
 
 if TYPE_CHECKING:
@@ -100,6 +101,49 @@ def _gres_conf(site: Site, plan: dict[str, Any], with_cores: bool) -> list[str]:
     return mig.gres_conf_lines(layout) + (_gres_lines(site, hostlist.compress(plain), with_cores) if plain else [])
 
 
+def gres_gpu_count(gres: str) -> int:
+    """The GPUs (whole or MIG devices) a slurm.conf ``Gres=`` value gives a node: the sum of its
+    ``gpu:<type>:<n>`` counts."""
+    return sum(int(part.rsplit(":", 1)[1]) for part in gres.split(",") if part.startswith("gpu:"))
+
+
+def gpu_defaults(cpus: int, threads_per_core: int, real_memory_mib: int, gpu_counts: list[int]) -> dict[str, int]:
+    """slurm.conf ``DefCpuPerGPU`` and ``DefMemPerGPU``: what a job that asks for GPUs but no CPUs or
+    memory gets per GPU, the node's schedulable share per GPU, so that a 1-GPU job without ``--mem``
+    no longer takes the whole node (``CR_Core_Memory`` with no default gives it all of RealMemory).
+
+    ``cpus`` the node line's ``CPUs=`` (no CoreSpecCount is planned: every CPU is schedulable);
+    ``real_memory_mib`` its ``RealMemory=``, already less what the node keeps for the OS (5 %, at least
+    4 GiB: OS_RESERVE_*); ``gpu_counts`` the GPUs (or MIG devices) of each node line. The node line with
+    the most GPUs sets both (0 for both where no node has a GPU), so every node can hold one such job per
+    GPU: DefCpuPerGPU x GPUs <= CPUs, DefMemPerGPU x GPUs <= RealMemory. CPUs go by whole cores
+    (``CR_Core``: a core's threads are allocated together, so a count that is not a multiple of
+    ThreadsPerCore would round up).
+    slurm.conf(5) of Slurm 22.05 (Debian 12's slurm-client, /usr/share/man/man5/slurm.conf.5.gz;
+    https://slurm.schedmd.com/archive/slurm-22.05.8/slurm.conf.html#OPT_DefCpuPerGPU): DefCpuPerGPU is
+    used only when the job gives neither --cpus-per-task nor --cpus-per-gpu; DefMemPerCPU,
+    DefMemPerGPU and DefMemPerNode are mutually exclusive (slurm.conf.j2 sets only DefMemPerGPU).
+    """
+    gpus = max(gpu_counts, default=0)
+    cores = cpus // threads_per_core
+    if gpus == 0:  # no GPU on any node line: no per-GPU default (0 leaves both lines out of slurm.conf)
+        return {"def_cpu_per_gpu": 0, "def_mem_per_gpu": 0}
+    require(
+        cores >= gpus,
+        "gpucluster_node.cores_per_socket",
+        cores,
+        f"at least one core per GPU in all (cpu_sockets x cores_per_socket >= {gpus} GPUs or MIG devices "
+        "on a node), so DefCpuPerGPU is at least 1",
+    )
+    require(
+        real_memory_mib >= gpus,
+        "gpucluster_node.memory_gib",
+        real_memory_mib,
+        f"at least 1 MiB of RealMemory per GPU ({gpus} on a node)",
+    )
+    return {"def_cpu_per_gpu": cores // gpus * threads_per_core, "def_mem_per_gpu": real_memory_mib // gpus}
+
+
 def _hook(plan: dict[str, Any], mode: str) -> str:
     """The health check's program for slurm.conf ``Epilog=``/``Prolog=``, or "" when that mode is off."""
     entry = plan["health"]["modes"][mode]
@@ -125,6 +169,16 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     # lab too (the extern step works with the lab's proctrack/linuxproc; only its cgroup is missing there)
     tenants = tenancy.tenancy_plan(site.slurm, plugins["prolog_flags"])
     plugins["prolog_flags"] = tenants["prolog_flags"]
+    # a job's default CPUs and memory per GPU (DefCpuPerGPU, DefMemPerGPU): the node line with the most GPUs
+    per_gpu = gpu_defaults(
+        node.cores * node.threads_per_core,
+        node.threads_per_core,
+        real_memory,
+        [
+            gres_gpu_count(gres)
+            for _, gres in mig.node_gres(nodes_expr, plan["gpu"].get("mig"), gtype, node.gpus_per_node)
+        ],
+    )
     partitions = [
         {"name": "gpu", "nodes": nodes_expr, "default": True, "max_time": "INFINITE"},
     ]
@@ -166,6 +220,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "accounting": acct,
         "accounting_tres": mig.accounting_tres(plan["gpu"].get("mig"), gtype),
         "real_memory_mib": real_memory,
+        **per_gpu,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
         "partitions": partitions,
