@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import hosts_with
 
 
@@ -66,3 +67,30 @@ def test_topology_matches_the_plan(hosts: dict[str, Any], plan: dict[str, Any]) 
         members = f"Nodes={sw['nodes']}" if "nodes" in sw else f"Switches={sw['switches']}"
         row = next(r for r in shown.splitlines() if r.startswith(f"SwitchName={sw['name']} "))
         assert members in row.split(), (sw, row)
+
+
+def test_two_small_gpu_jobs_share_a_node(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    # DefMemPerGPU/DefCpuPerGPU (plan.slurm.def_mem_per_gpu, def_cpu_per_gpu): a 1-GPU job without --mem
+    # or --cpus gets its GPU's share of the node; without them it got all of RealMemory and a second job
+    # waited. Two such jobs on one idle node run at once; each holds DefCpuPerGPU CPUs. Event-driven: the
+    # jobs sleep until cancelled, squeue is polled until both run (or 60 s), then both are cancelled.
+    head = _head(hosts, plan)
+    if plan["cluster"]["gpus_per_node"] < 2 or not plan["slurm"]["def_mem_per_gpu"]:
+        pytest.skip("one GPU per node, or no per-GPU defaults planned")
+    idle = head.check_output("sinfo --noheader --Node --partition=gpu --states=idle --format=%N").split()
+    assert idle, "no idle compute node to run the two jobs on"
+    node = idle[0]
+    submit = f"sbatch --parsable --job-name=lab-share --nodelist={node} --gres=gpu:1 --time=2 --wrap='sleep 300'"
+    jobs = [head.check_output(submit).split(";")[0] for _ in range(2)]
+    try:
+        out = head.check_output(
+            f"for i in $(seq 60); do out=$(squeue --noheader --jobs={','.join(jobs)} --format='%i %T %N %C'); "
+            'case $out in *PENDING*|*CONFIGURING*|"") sleep 1;; *) break;; esac; done; echo "$out"'
+        )
+    finally:
+        head.run(f"scancel {' '.join(jobs)}")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert sorted(rows) == sorted(jobs), out
+    for job, (state, where, cpus) in rows.items():
+        assert (state, where) == ("RUNNING", node), (job, out)
+        assert int(cpus) == plan["slurm"]["def_cpu_per_gpu"], (job, out)
