@@ -140,6 +140,7 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "opensm": bool(fabric_hosts.get("opensm")),
         "roce": bool(fabric_hosts.get("roce_hosts")),
         "lab_chrony": bool(plan["time"]["no_clock_control"]),
+        "lab": bool(plan["cluster"]["lab"]),  # the container lab (gpucluster_lab)
         "nccl": bool(plan["nccl"]["enabled"]),
         "mpi": bool(plan["slurm"]["mpi"]["files"]),
         "nccl_topo": bool(plan["nccl"].get("topo_file")),

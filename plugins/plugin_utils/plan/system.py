@@ -53,6 +53,11 @@ def limits(roles: list[str], memlock: str = "unlimited") -> list[dict[str, str]]
     ]
 
 
+#: The network of an interface unit by its NIC's purpose (gpucluster_node.nics[].purpose): the rails
+#: (purpose compute) are the fabric; the names the common role's common_network_units_enabled takes.
+NETWORKS: dict[str, str] = {"compute": "fabric", "storage": "storage", "management": "management"}
+
+
 def network_units(
     addresses: Mapping[str, Any],
     nics: list[dict[str, Any]],
@@ -67,7 +72,13 @@ def network_units(
     "storage", "rail"). A storage interface gets its own address (``storage_interfaces``), so
     no address is on two interfaces. ``rail_mtu``: the MTU of every rail (compute) interface (RoCE's,
     fabric_host.roce_settings); None leaves the link's default.
+
+    Each unit names its ``network``: ``fabric`` (a rail), ``storage`` or ``management``. The common role
+    hands the storage and fabric units to systemd-networkd (``common_network_units_enabled``) and
+    never the management one, through which Ansible reaches the host: a unit on an interface the host
+    also has as its management NIC counts as ``management`` whatever its purpose.
     """
+    management = {nic["netdev"] for nic in nics if nic["purpose"] == "management"}
     units = []
     for nic in nics:
         purpose = nic["purpose"]
@@ -89,6 +100,7 @@ def network_units(
             "purpose": purpose,
             "rail": nic.get("rail"),
             "address": f"{address}/{prefix}",
+            "network": "management" if nic["netdev"] in management else NETWORKS.get(purpose, purpose),
         }
         if purpose == "compute" and rail_mtu is not None:
             unit["mtu"] = rail_mtu

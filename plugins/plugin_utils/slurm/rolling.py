@@ -36,9 +36,12 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 #: Drains whose reason starts with this were set by a converge; only those are resumed by it.
 CONVERGE_PREFIX = "gpucluster-converge:"
 CONVERGE_REASON = f"{CONVERGE_PREFIX} restart pending"
-#: Restart order: the driver's daemons before what uses them, slurmd last so the node
-#: registers again only when everything under it is in place. Other units go before slurmd.
+#: Restart order: the storage and fabric interfaces first (systemd-networkd after their units changed:
+#: common role, tasks/network.yml), so what mounts or talks over them restarts after; the driver's
+#: daemons before what uses them, slurmd last so the node registers again only when everything under
+#: it is in place. Other units go before slurmd.
 RESTART_ORDER = (
+    "systemd-networkd.service",
     "nvidia-persistenced.service",
     "nvidia-dcgm.service",
     "gpucluster-gpu-clocks.service",
