@@ -60,3 +60,28 @@ def test_limits_and_sysctls_in_effect(hosts: dict[str, Any], plan: dict[str, Any
             if entry["netns"]:  # settable in a container's own network namespace
                 value = host.check_output(f"sysctl -n {entry['key']}")
                 assert value.split() == entry["value"].split(), (name, entry["key"])
+
+
+def test_storage_and_fabric_units_go_to_networkd_and_management_stays(
+    hosts: dict[str, Any], plan: dict[str, Any]
+) -> None:
+    """common_network_units_enabled's default (storage, fabric): those units are in systemd-networkd's
+    folder, as the review copy, and networkd runs; the management unit is not there, and every link of
+    the container (its management and storage networks are podman's, none has a planned name) stays
+    unmanaged with its address. No systemd-networkd restart is left pending: the converge started it."""
+    for name, host in hosts.items():
+        units = plan["hosts"][name]["network_units"]
+        applied = sorted(u["name"] for u in units if u["network"] in ("storage", "fabric"))
+        found = host.check_output("ls /etc/systemd/network | grep '^10-gpucluster-' || true").split()
+        assert sorted(found) == applied, name
+        for unit in applied:
+            review = host.file(f"/etc/gpucluster/network/{unit}").content_string
+            assert host.file(f"/etc/systemd/network/{unit}").content_string == review, (name, unit)
+        assert host.service("systemd-networkd").is_running == bool(applied), name
+        assert not host.file("/var/lib/gpucluster/pending/systemd-networkd.service").exists, name
+        if applied:
+            rows = host.check_output("networkctl list --no-legend").splitlines()
+            setup = {row.split()[1]: row.split()[4] for row in rows}
+            assert set(setup.values()) == {"unmanaged"}, (name, setup)
+        mgmt = plan["hosts"][name]["addresses"]["management"]
+        assert f" {mgmt}/" in host.check_output("ip -o -4 addr show"), name
