@@ -190,6 +190,8 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
         },
         # the GPUDirect RDMA module the plan loads (None: DMA-BUF or no RDMA fabric, nothing to check)
         "gpudirect_module": (bringup.get("gpudirect") or {}).get("module"),
+        # DMA-BUF: the loaded driver must be the open flavour (its version file's "Open Kernel Module")
+        "gpudirect_open_modules": bool((bringup.get("gpudirect") or {}).get("open_modules_check")),
         "fabric": {
             "type": fabric["type"],
             "rate_gbps": fabric["link_rate_gbps"] if any(ports.values()) else None,
