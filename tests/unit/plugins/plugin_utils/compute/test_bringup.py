@@ -247,3 +247,14 @@ def test_tier1_without_a_fabric_loads_no_peermem() -> None:
     dests = [f["dest"] for f in plan["files"][host]]
     assert bringup.MODULES_LOAD_FILE not in dests
     assert "/etc/systemd/system/nvidia-fabricmanager.service.d/gpucluster.conf" in dests  # still an HGX board
+
+
+def test_report_says_which_mechanism_and_from_what() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
+
+    plan = cluster_plan(*load_inventory("tier3"))
+    section = next(s for s in report_sections(plan) if s["title"] == "GPU bring-up")
+    rows = {r[0]: r for r in section["rows"]}
+    assert rows["GPUDirect RDMA"][1] == "dmabuf"
+    assert "kernel 6.1 (Debian 12's kernel)" in rows["GPUDirect RDMA"][2]
+    assert rows["PCIe ACS / IOMMU"][1] == "ACS off, iommu=pt"
