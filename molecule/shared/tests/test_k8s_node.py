@@ -73,19 +73,19 @@ def test_clocks_and_power_unit_enabled_with_planned_values(
         assert not host.file("/usr/bin/nvidia-smi").exists
 
 
-def test_fabric_manager_and_peermem_configured(hosts: dict[str, Any], plan: dict[str, Any], nodes: list[str]) -> None:
+def test_fabric_manager_and_gpudirect_configured(hosts: dict[str, Any], plan: dict[str, Any], nodes: list[str]) -> None:
     bringup = plan["gpu"]["bringup"]
     fm = bringup["fabric_manager"]
     assert fm["required"]  # H100 SXM: an NVSwitch board
-    peermem = bringup["gpudirect"]
-    assert peermem["method"] == "nvidia_peermem"
+    gpudirect = bringup["gpudirect"]
+    assert gpudirect["method"] == "dmabuf"  # Debian 12's kernel has no PeerDirect: no nvidia_peermem
     for name in nodes:
         host = hosts[name]
         dropin = host.file(f"/etc/systemd/system/{fm['service']}.d/gpucluster.conf").content_string
         assert _unit_lines(dropin, "Before") == [" ".join(fm["before"])]
         assert "kubelet.service" in fm["before"]  # the Kubernetes path's GPU user starts after it
-        modules = host.file(peermem["modules_load_file"]).content_string.splitlines()
-        assert [m for m in modules if m and not m.startswith("#")] == [peermem["module"]]
+        assert not host.file("/etc/modules-load.d/gpucluster-gpudirect.conf").exists, name
+        assert host.file(gpudirect["pcie"]["grub_dropin"]).exists, name
 
 
 def test_no_slurm_on_the_node(hosts: dict[str, Any], nodes: list[str]) -> None:

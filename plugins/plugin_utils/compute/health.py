@@ -11,8 +11,9 @@ The Slurm node name of a host is its inventory hostname (slurm.conf lists the sa
 GPU bring-up (``plan["gpu"]["bringup"]``, compute/bringup.py) adds the ``bringup`` check (periodic and
 prolog): on an NVSwitch board every GPU's ``nvidia-smi -q`` Fabric State must be ``Completed`` (else
 CUDA fails with error 802, docs/sources.md [F3]) and ``nvidia-smi nvlink -s`` must show the model's
-NVLink links active on every GPU; where the plan loads ``nvidia_peermem`` for GPUDirect RDMA, the module
-must be loaded (/sys/module/nvidia_peermem).
+NVLink links active on every GPU; GPUDirect RDMA as the plan chose it: where it loads ``nvidia_peermem``
+the module must be loaded (/sys/module/nvidia_peermem), with DMA-BUF the loaded driver must be the open
+flavour (/proc/driver/nvidia/version: "Open Kernel Module", docs/sources.md [F11]).
 
 On the Kubernetes path (``cluster.scheduler: kubernetes``) no slurmd runs the check: a systemd timer runs
 the periodic mode every ``interval_s`` (Slurm's HealthCheckInterval), and instead of draining the script
@@ -190,6 +191,8 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
         },
         # the GPUDirect RDMA module the plan loads (None: DMA-BUF or no RDMA fabric, nothing to check)
         "gpudirect_module": (bringup.get("gpudirect") or {}).get("module"),
+        # DMA-BUF: the loaded driver must be the open flavour (its version file's "Open Kernel Module")
+        "gpudirect_open_modules": bool((bringup.get("gpudirect") or {}).get("open_modules_check")),
         "fabric": {
             "type": fabric["type"],
             "rate_gbps": fabric["link_rate_gbps"] if any(ports.values()) else None,

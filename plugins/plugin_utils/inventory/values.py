@@ -498,6 +498,7 @@ def check_secrets(raw: Mapping[str, Any]) -> None:
 PACKAGE_SOURCES = (
     "compute_gpu_repo",
     "compute_container_repo",
+    "compute_doca_repo",
     "compute_beegfs_repo",
     "storage_beegfs_repo",
     "head_grafana_repo",

@@ -158,6 +158,9 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         # GPU bring-up (compute/bringup.py): Fabric Manager on NVSwitch boards, nvidia_peermem when planned
         "fabric_manager": bool(bringup.get("fabric_manager", {}).get("required")),
         "peermem": (bringup.get("gpudirect") or {}).get("method") == "nvidia_peermem",
+        # PCIe ACS off at boot and iommu=pt, where GPUDirect RDMA is used (compute/bringup.py pcie_plan)
+        "pcie_acs": bool(((bringup.get("gpudirect") or {}).get("pcie") or {}).get("acs_disable")),
+        "iommu_pt": bool(((bringup.get("gpudirect") or {}).get("pcie") or {}).get("kernel_args")),
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
         "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
         # training jobs in containers (compute/containers.py): Enroot + Pyxis, or Slurm's oci.conf + runc

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.bringup import bringup_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import INTRO as HEALTH_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import health_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import intra_node_rows
@@ -520,6 +521,8 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
     sections = [_tier_section(plan), _gpu_section(plan)]
     if "interconnect" in plan["gpu"]:  # NVSwitch, NVLink bridges or PCIe only, and what follows (interconnect.py)
         sections.append(_section("Inside the node", intra_node_rows(plan)))
+    if plan["gpu"].get("bringup"):  # Fabric Manager, GPUDirect RDMA and its inputs, PCIe path (compute/bringup.py)
+        sections.append(_section("GPU bring-up", bringup_rows(plan["gpu"]["bringup"])))
     mig = _mig_section(plan)  # MIG partitioning, only where planned (compute/mig.py)
     if mig:
         sections.append(mig)

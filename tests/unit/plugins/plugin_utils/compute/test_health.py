@@ -152,6 +152,9 @@ class Node:
         self.sys_module = tmp_path / "module"
         if cfg.get("gpudirect_module"):
             (self.sys_module / cfg["gpudirect_module"]).mkdir(parents=True)
+        # the loaded driver's version file: the open flavour (DMA-BUF; tests/data/nvidia-driver/README.md)
+        self.driver_version = tmp_path / "nvidia-version"
+        self.driver_version.write_text((DATA / "nvidia-driver" / "proc-version-open-570.txt").read_text())
         # journalctl -k prints kernel.log and logs its arguments; dcgmi diag prints diag.txt
         self.kernel = tmp_path / "kernel.log"
         self.kernel.write_text("")
@@ -191,7 +194,7 @@ class Node:
                 "--nvidia-smi-output", str(self.smi), "--ib-sysfs", str(self.ib), "--coolant", str(self.coolant),
                 "--state-dir", str(self.state), "--journalctl", str(self.journalctl), "--dcgmi", str(self.dcgmi),
                 "--nvidia-smi-q-output", str(self.smi_q), "--nvlink-output", str(self.nvlink),
-                "--sys-module", str(self.sys_module),
+                "--sys-module", str(self.sys_module), "--driver-version", str(self.driver_version),
                 *extra,
             ]
         )  # fmt: skip
@@ -565,7 +568,8 @@ def test_bringup_thresholds_come_from_the_catalog_and_the_plan(plan: dict[str, A
     gpu = plan["health"]["gpu"]
     assert gpu["fabric_state"] is True and plan["gpu"]["model"]["nvswitch"] is True  # h100_sxm: HGX board
     assert gpu["nvlink_links"] == plan["gpu"]["model"]["nvlink_links"] == 18
-    assert plan["health"]["gpudirect_module"] == plan["gpu"]["bringup"]["gpudirect"]["module"] == "nvidia_peermem"
+    # tier4 on Debian 12 (kernel 6.1, a current driver's open modules): DMA-BUF, nothing to load
+    assert plan["health"]["gpudirect_module"] is None and plan["health"]["gpudirect_open_modules"] is True
 
 
 def test_parse_recorded_fabric_states() -> None:
@@ -604,10 +608,31 @@ def test_short_nvlink_count_drains(node: Node) -> None:
     assert hc.check_nvlinks(18, hc.parse_nvlink_status(node.nvlink.read_text()), 8) == ["nvlink 7/8 gpus listed"]
 
 
-def test_missing_gpudirect_module_drains(node: Node) -> None:
+def test_missing_gpudirect_module_drains(tmp_path: Path, plan: dict[str, Any]) -> None:
+    # a plan with DOCA-OFED declared: nvidia_peermem, checked in /sys/module
+    cfg = {**plan["health"], "gpudirect_module": "nvidia_peermem", "gpudirect_open_modules": False}
+    node = Node(tmp_path, cfg)
+    assert node.run() == 0
     (node.sys_module / "nvidia_peermem").rmdir()
     assert node.run() == 1
     assert node.updates() == [_drain("gpucluster: nvidia_peermem not loaded")]
+
+
+def test_dmabuf_needs_the_open_driver_flavour(node: Node) -> None:
+    assert hc.check_open_modules(str(DATA / "nvidia-driver" / "proc-version-open-570.txt")) is None
+    node.driver_version.write_text((DATA / "nvidia-driver" / "proc-version-proprietary-535.txt").read_text())
+    assert node.run() == 1
+    assert node.updates() == [
+        _drain("gpucluster: GPUDirect RDMA by DMA-BUF: the loaded NVIDIA driver is not the open kernel modules flavour")
+    ]
+    node.driver_version.unlink()  # no driver loaded
+    assert "no NVIDIA driver loaded" in (hc.check_open_modules(str(node.driver_version)) or "")
+
+
+def test_no_gpudirect_checks_nothing(tmp_path: Path, plan: dict[str, Any]) -> None:
+    node = Node(tmp_path, {**plan["health"], "gpudirect_module": None, "gpudirect_open_modules": False})
+    node.driver_version.unlink()
+    assert node.run() == 0
 
 
 def test_pcie_model_reads_no_fabric_state(tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ def test_kubernetes_compute_nodes_keep_node_tuning_and_get_no_slurm_files() -> N
         "/etc/systemd/system/gpucluster-healthcheck.service",
         "/etc/systemd/system/gpucluster-healthcheck.timer",
         "/etc/systemd/system/nvidia-fabricmanager.service.d/gpucluster.conf",
-        "/etc/modules-load.d/gpucluster-gpudirect.conf",
+        "/etc/default/grub.d/gpucluster.cfg",  # iommu=pt for GPUDirect RDMA by DMA-BUF (no module to load)
     } <= dests
     for host, host_files in plan["files"].items():
         slurm = [f["dest"] for f in host_files if f["role"] == "slurm" or "/slurm/" in f["dest"]]
