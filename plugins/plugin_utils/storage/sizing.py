@@ -260,9 +260,9 @@ def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVE
         out_cards.append(
             {
                 **card,
-                "line_gbs": round(line, 2),
-                "pcie_gbs": round(slot, 2),
-                "gbs": round(min(line, slot), 2),
+                "line_gbs": round(line, 3),
+                "pcie_gbs": round(slot, 3),
+                "gbs": round(min(line, slot), 3),
                 "text": f"{' + '.join(f'{r:g}' for r in rates)} Gb/s = {line:g} GB/s on PCIe Gen{card['pcie_gen']} "
                 f"x{card['pcie_lanes']} = {slot:g} GB/s ({card['card']})"
                 + (": the slot caps it" if slot < line else ""),
@@ -271,9 +271,9 @@ def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVE
     return {
         "ports": ports,
         "cards": out_cards,
-        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 2),
-        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 2),
-        "gbs": round(sum(c["gbs"] for c in out_cards), 2),
+        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
+        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
+        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
         "default": any(p["default"] for p in ports),
         "not_planned": sorted(set(raw) - set(interfaces)),
     }
@@ -294,7 +294,7 @@ def storage_ceiling(
     Whatever the protocol (TCP, RDMA, NVMe-oF): none carries more than the line rate or the PCIe slot."""
     group, one, many = DATA_SERVERS[storage_type]
     n = len(servers)
-    total = round(n * links["gbs"], 2)
+    total = round(n * links["gbs"], 3)
     cards = "; ".join(c["text"] for c in links["cards"]) or "no planned storage interface"
     server_text = (
         f"{n} {one if n == 1 else many} (groups.{group}) x {links['gbs']:g} GB/s = {total:g} GB/s; each: "
@@ -309,12 +309,15 @@ def storage_ceiling(
         "fix": f"add servers to groups.{group}, or ports on cards of their own ({interfaces_field} and "
         f"{SERVER_NICS_FIELD})",
         "servers": n,
+        "server_group": group,
+        "cards": links["cards"],
+        "not_planned": links["not_planned"],
         "per_server_gbs": links["gbs"],
-        "pcie_gbs": round(n * links["pcie_gbs"], 2),
-        "line_gbs": round(n * links["line_gbs"], 2),
+        "pcie_gbs": round(n * links["pcie_gbs"], 3),
+        "line_gbs": round(n * links["line_gbs"], 3),
     }
     if client_link_gbps:
-        client_gbs = round(clients * client_link_gbps / 8, 2)
+        client_gbs = round(clients * client_link_gbps / 8, 3)
         if client_gbs < total:
             ceiling = {
                 **ceiling,
@@ -332,7 +335,7 @@ def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.
     """Local NVMe (each node its own): the drives' links, ``devices`` x PCIe x4 at the node's generation (an upper
     bound: a drive of an older generation trains lower)."""
     per = pcie_gbs(pcie_gen, NVME_DRIVE_LANES)
-    total = round(devices * per, 2)
+    total = round(devices * per, 3)
     return {
         "gbs": total,
         "link": f"{devices} NVMe drives x PCIe Gen{pcie_gen} x{NVME_DRIVE_LANES} ({per:g} GB/s each) = {total:g} GB/s "
