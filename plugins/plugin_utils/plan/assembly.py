@@ -157,9 +157,8 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
         "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need)),
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
-    # what the data servers' planned storage interfaces (or the local drives) carry: the storage floors' ceiling
-    ceiling = _storage_ceiling(site, nodes, addresses)
-    out["ceilings"] = {"read_gbps": ceiling, "write_gbps": ceiling}
+    # what the data servers' planned storage interfaces carry (local NVMe: its drives, below): the floors' ceiling
+    ceiling = None if st.type == "local_nvme" else _storage_ceiling(site, nodes, addresses)
     if st.type == "lustre":
         out["lustre"] = _lustre(site, addresses)
     elif st.type == "nfs":
@@ -174,7 +173,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
                 nfs_cfg,
                 fabric_type=site.fabric_model.type,
                 lab=site.in_lab,
-                ceiling=out["ceilings"]["read_gbps"],
+                ceiling=ceiling,
             ),
         )
     elif st.type == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
@@ -210,6 +209,8 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             hosts=site.hosts_in("storage"),
             inventory_hosts=[h.name for h in site.hosts],
         )
+        ceiling = local_ceiling(len(out["local_nvme"]["devices"]), site.node.pcie_gen)
+    out["ceilings"] = {"read_gbps": ceiling, "write_gbps": ceiling}
     # async checkpoints: local staging and the drain to the shared path (storage/checkpoint.py)
     # the node: its GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the
     # first compute NIC that carries LNet/NFS traffic), for the stalls and the pinned buffers
@@ -444,13 +445,10 @@ def _fabric(site: Site) -> dict[str, Any]:
 
 
 def _storage_ceiling(site: Site, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
-    """What the storage can deliver at most, GB/s (storage/sizing.py): local NVMe, the drives' PCIe links; a
-    networked type, its data servers' planned storage interfaces (each card at min(its ports, its PCIe slot);
+    """What a networked storage type can deliver at most, GB/s (storage/sizing.py): its data servers' planned
+    storage interfaces (each card at min(its ports, its PCIe slot);
     Lustre: the LNet interfaces) and the clients' links on the storage network."""
     st = site.storage_model
-    if st.type == "local_nvme":
-        devices = st.local_nvme.get("devices")
-        return local_ceiling(len(devices) if isinstance(devices, list) else 0, site.node.pcie_gen)
     on_storage = "storage" in addresses["pools"]
     if not on_storage:  # served on the management network: the servers' management interface carries it
         interfaces, field = [site.management_interface], "gpucluster_network.management.interface"
@@ -467,7 +465,7 @@ def _storage_ceiling(site: Site, nodes: int, addresses: dict[str, Any]) -> dict[
     return storage_ceiling(
         storage_type=st.type,
         servers=site.hosts_in(group),
-        links=server_links(site.storage.get("server_nics"), interfaces),
+        links=server_links(st.server_nics, interfaces),
         clients=nodes,
         client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
         interfaces_field=field,
