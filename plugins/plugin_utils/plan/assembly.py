@@ -446,8 +446,8 @@ def _fabric(site: Site) -> dict[str, Any]:
 
 def _storage_ceiling(site: Site, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
     """What a networked storage type can deliver at most, GB/s (storage/sizing.py): its data servers' planned
-    storage interfaces (each card at min(its ports, its PCIe slot);
-    Lustre: the LNet interfaces) and the clients' links on the storage network."""
+    storage interfaces (Lustre: the LNet ones; each card at min(its ports, its PCIe slot)) and the clients' links
+    on the storage network."""
     st = site.storage_model
     on_storage = "storage" in addresses["pools"]
     if not on_storage:  # served on the management network: the servers' management interface carries it
