@@ -711,6 +711,13 @@ def _storage_warnings(plan: dict[str, Any]) -> list[str]:
             f"{plan['cluster']['tier']} floor of {_fmt(sz['write_floor_gbps'])} GB/s; the acceptance check "
             "gates on the floor."
         )
+    ceiling = (st.get("ceilings") or {}).get("write_gbps")
+    if rated is not None and ceiling and rated > ceiling["gbs"]:
+        out.append(
+            f"Storage rating above its links: gpucluster_storage.rated_write_gbps {_fmt(rated)} GB/s is above the "
+            f"{_fmt(ceiling['gbs'])} GB/s its links carry (section 'Storage floors and ceilings'); the checkpoint "
+            "sizing uses the rating: measure it (fio) or describe the servers' ports (gpucluster_storage.server_nics)."
+        )
     return out
 
 

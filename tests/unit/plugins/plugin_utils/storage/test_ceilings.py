@@ -207,3 +207,13 @@ def test_report_shows_floor_and_ceiling_side_by_side_with_their_sources(site: st
     assert rows["read (GB/s)"][1] == f"floor {floor:g} / ceiling {ceiling['gbs']:g} GB/s"
     assert "gpucluster_cluster.tier" in rows["read (GB/s)"][2] and SERVER_NICS_FIELD in rows["read (GB/s)"][2]
     assert any(k.startswith("card 0000:41:00") for k in rows)
+
+
+def test_a_rating_above_the_links_is_a_warning() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_summary
+
+    site, groups = load_inventory("tier3")
+    assert not [w for w in report_summary(cluster_plan(site, groups))["warnings"] if "rating above" in w]
+    site["gpucluster_storage"]["rated_write_gbps"] = 130  # the two OSS carry 126 GB/s
+    (warning,) = [w for w in report_summary(cluster_plan(site, groups))["warnings"] if "rating above" in w]
+    assert "rated_write_gbps 130 GB/s" in warning and "126 GB/s" in warning
