@@ -194,6 +194,8 @@ class Storage:
     # site) lustre.server_interfaces, else none; unchecked here, plan/assembly.py checks it naming ``..._field``
     server_interfaces: Any = field(default_factory=list)
     server_interfaces_field: str = "gpucluster_storage.server_interfaces"
+    # their line rates and PCIe cards, {interface: {...}}; unset: none described (storage/sizing.py server_links)
+    server_nics: Any = None
     local_nvme: dict[str, Any] = field(default_factory=dict)
     nfs: dict[str, Any] = field(default_factory=dict)
     nvmeof: dict[str, Any] = field(default_factory=dict)
@@ -602,6 +604,7 @@ def _storage_model(storage: dict[str, Any]) -> Storage:
         local_scratch=storage.get("local_scratch"),
         server_interfaces=servers,
         server_interfaces_field=servers_field,
+        server_nics=storage.get("server_nics"),
         mount_points=tuple(m for m in mounts if isinstance(m, str)),
         **kinds,
     )

@@ -53,7 +53,11 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import (
+    DATA_SERVERS,
+    local_ceiling,
     local_raid_plan,
+    server_links,
+    storage_ceiling,
     storage_check,
     storage_sizing,
 )
@@ -153,13 +157,12 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
         "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need)),
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
     }
+    # what the data servers' planned storage interfaces carry (local NVMe: its drives, below): the floors' ceiling
+    ceiling = None if st.type == "local_nvme" else _storage_ceiling(site, nodes, addresses)
     if st.type == "lustre":
         out["lustre"] = _lustre(site, addresses)
     elif st.type == "nfs":
         nfs_cfg = dict(st.nfs)
-        # the clients' links on the NFS network (storage NICs, else management): what they can take at once
-        client_nics = site.node.nics_for("storage" if "storage" in addresses["pools"] else "management")
-        rates = [n.rate_gbps for n in client_nics]
         out["nfs"] = nfs.nfs_plan(
             nfs=nfs_cfg,
             servers=site.hosts_in("nfs_server"),
@@ -170,8 +173,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
                 nfs_cfg,
                 fabric_type=site.fabric_model.type,
                 lab=site.in_lab,
-                clients=nodes,
-                client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
+                ceiling=ceiling,
             ),
         )
     elif st.type == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
@@ -207,6 +209,8 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             hosts=site.hosts_in("storage"),
             inventory_hosts=[h.name for h in site.hosts],
         )
+        ceiling = local_ceiling(len(out["local_nvme"]["devices"]), site.node.pcie_gen)
+    out["ceilings"] = {"read_gbps": ceiling, "write_gbps": ceiling}
     # async checkpoints: local staging and the drain to the shared path (storage/checkpoint.py)
     # the node: its GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the
     # first compute NIC that carries LNet/NFS traffic), for the stalls and the pinned buffers
@@ -440,6 +444,34 @@ def _fabric(site: Site) -> dict[str, Any]:
     }
 
 
+def _storage_ceiling(site: Site, nodes: int, addresses: dict[str, Any]) -> dict[str, Any]:
+    """What a networked storage type can deliver at most, GB/s (storage/sizing.py): its data servers' planned
+    storage interfaces (Lustre: the LNet ones; each card at min(its ports, its PCIe slot)) and the clients' links
+    on the storage network."""
+    st = site.storage_model
+    on_storage = "storage" in addresses["pools"]
+    if not on_storage:  # served on the management network: the servers' management interface carries it
+        interfaces, field = [site.management_interface], "gpucluster_network.management.interface"
+    elif st.type == "lustre" and site.lustre_model.server_interfaces:
+        interfaces, field = list(site.lustre_model.server_interfaces), "gpucluster_storage.lustre.server_interfaces"
+    else:
+        interfaces, field = _server_interfaces(site), site.storage_model.server_interfaces_field
+    if on_storage:
+        client_nics = site.node.nics_for("storage")
+    else:
+        client_nics = site.node.nics_for("management") if st.type == "nfs" else site.node.compute_nics[:1]
+    rates = [n.rate_gbps for n in client_nics]
+    group = DATA_SERVERS[st.type][0]
+    return storage_ceiling(
+        storage_type=st.type,
+        servers=site.hosts_in(group),
+        links=server_links(st.server_nics, interfaces),
+        clients=nodes,
+        client_link_gbps=sum(rates) if rates and all(rates) else None,  # type: ignore[arg-type]
+        interfaces_field=field,
+    )
+
+
 def _server_interfaces(site: Site) -> list[str]:
     """The storage servers' storage-network interfaces (gpucluster_storage.server_interfaces; a Lustre
     site's lustre.server_interfaces when only that is set): each gets its own storage address."""
@@ -540,7 +572,7 @@ def _validation(site: Site, tier: tiers.TierProfile, plan: Mapping[str, Any]) ->
         intra_node=gpu["interconnect"],
         intra_floor_gbs=site.node.allreduce_intra_node_busbw_gbs,
         gpus_per_node=site.node.gpus_per_node,
-        storage_ceilings=((plan["storage"].get("nfs") or {}).get("links") or {}).get("ceilings"),
+        storage_ceilings=plan["storage"]["ceilings"],
     )
     floors["tests"] = acceptance.acceptance_tests({**plan, "validation": floors})
     return floors

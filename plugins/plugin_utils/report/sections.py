@@ -437,6 +437,53 @@ def _parallelism_section(plan: dict[str, Any]) -> dict[str, Any]:
     return _section("Parallelism", rows, _sentences(par["notes"]))
 
 
+def _storage_ceiling_section(plan: dict[str, Any]) -> dict[str, Any]:
+    """The storage floors beside their ceiling, each with its source (storage/sizing.py storage_ceiling,
+    validation/floors.py storage_floor_within): the ceiling is what the data servers' planned storage interfaces
+    carry, each card at min(its ports' line rates, its PCIe slot), or the local drives' links."""
+    st, val, tier = plan["storage"], plan["validation"], plan["tier"]
+    rows: list[Row] = []
+    for rw in ("read", "write"):
+        ceiling = st["ceilings"][f"{rw}_gbps"]
+        floor = val.get(f"storage_{rw}_gbps")
+        rows.append(
+            [
+                f"{rw} (GB/s)",
+                _pair(("floor", "ceiling"), [floor, ceiling["gbs"]], "GB/s"),
+                f"floor: the {tier['name']} reference design (gpucluster_cluster.tier, docs/tiers.md); "
+                + (
+                    f"ceiling: {ceiling['link']}"
+                    if rw == "read"
+                    else "ceiling: the same links (read and write share them)"
+                ),
+            ]
+        )
+    ceiling = st["ceilings"]["read_gbps"]
+    group = ceiling.get("server_group")
+    for card in ceiling.get("cards") or []:
+        rows.append(
+            [
+                f"card {card['card']} (each of groups.{group})",
+                f"{_fmt(card['gbs'])} GB/s",
+                f"ports {', '.join(card['ports'])}: {card['text']}",
+            ]
+        )
+    if ceiling.get("not_planned"):
+        rows.append(
+            [
+                "described, not planned",
+                ", ".join(ceiling["not_planned"]),
+                "in gpucluster_storage.server_nics, not a planned storage interface: no storage address, not counted",
+            ]
+        )
+    intro = (
+        "A storage floor above its ceiling stops the plan (the field, its value, the floor and the ceiling): the "
+        "floor is never lowered to fit. Read and write share the links; NVMe-oF, RDMA and TCP carry no more than "
+        "the line rate or the PCIe slot."
+    )
+    return _section("Storage floors and ceilings", rows, intro)
+
+
 def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
     val = plan["validation"]
     how, ceilings = val.get("how") or {}, val.get("ceilings") or {}
@@ -463,7 +510,9 @@ def _acceptance_section(plan: dict[str, Any]) -> dict[str, Any]:
             [
                 "storage (GB/s)",
                 _pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
-                "; ".join(reached(f"storage_{rw}_gbps", f"{rw}: tier floor") for rw in ("read", "write")),
+                "tier floors; their ceilings and the links that set them: section 'Storage floors and ceilings'"
+                if plan["storage"].get("ceilings")
+                else "; ".join(reached(f"storage_{rw}_gbps", f"{rw}: tier floor") for rw in ("read", "write")),
             ],
         ]
         + [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()],
@@ -531,6 +580,8 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         sections.append(_section("Power protection (UPS)", ups_rows(plan["ups"])))
     sections.append(_cooling_section(plan))
     sections.append(_storage_section(plan))
+    if plan["storage"].get("ceilings"):
+        sections.append(_storage_ceiling_section(plan))
     st = plan["storage"]
     if "lustre" in st:
         lu = st["lustre"]
@@ -541,21 +592,16 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         sections.append(_section("Lustre", rows))
     if (st.get("nfs") or {}).get("links"):  # storage/nfs.py: the links the storage floors are checked against
         links = st["nfs"]["links"]
-        nics = links["server_nics"]
         rows = [
-            [
-                "server storage NICs",
-                f"{nics['count']} x {nics['rate_gbps']:g} Gb/s = {links['server_gbs']:g} GB/s",
-                "gpucluster_storage.nfs.server_nics"
-                + (" (default: set the server's real ports)" if nics["default"] else ""),
-            ],
             [
                 "protocol",
                 f"{links['proto']} (port {links['port']})",
                 links["rdma_note"] or "gpucluster_storage.nfs.proto",
             ],
-            ["storage ceiling (GB/s)", links["ceilings"]["read_gbps"]["gbs"], links["ceilings"]["read_gbps"]["link"]],
         ]
+        if links.get("ceilings"):  # the server's ports: "Storage floors and ceilings"
+            ceiling = links["ceilings"]["read_gbps"]
+            rows.append(["storage ceiling (GB/s)", ceiling["gbs"], ceiling["link"]])
         sections.append(_section("NFS links", rows))
     if "nvmeof" in st:  # storage/nvmeof.py: per-node remote namespaces
         nv = st["nvmeof"]
@@ -667,6 +713,13 @@ def _storage_warnings(plan: dict[str, Any]) -> list[str]:
             f"Storage floor not met: gpucluster_storage.rated_write_gbps {_fmt(rated)} GB/s is below the "
             f"{plan['cluster']['tier']} floor of {_fmt(sz['write_floor_gbps'])} GB/s; the acceptance check "
             "gates on the floor."
+        )
+    ceiling = (st.get("ceilings") or {}).get("write_gbps")
+    if rated is not None and ceiling and rated > ceiling["gbs"]:
+        out.append(
+            f"Storage rating above its links: gpucluster_storage.rated_write_gbps {_fmt(rated)} GB/s is above the "
+            f"{_fmt(ceiling['gbs'])} GB/s its links carry (section 'Storage floors and ceilings'); the checkpoint "
+            "sizing uses the rating: measure it (fio) or describe the servers' ports (gpucluster_storage.server_nics)."
         )
     return out
 

@@ -18,9 +18,10 @@ does not).
   RDMA port 20049, nfs.conf(5) ``[nfsd] rdma=y``).
 
 The links (``nfs_links``): one server serves every client, so what the clients can read or write
-at once is at most the server's storage NICs (``server_nics``: count x rate_gbps, default one
-100 Gb/s port) and at most the clients' own links on the NFS network; the acceptance floors are
-checked against the lower (validation/floors.py).
+at once is at most what the server's planned storage interfaces carry (each card at min(its ports'
+line rates, its PCIe slot): ``gpucluster_storage.server_nics``, storage/sizing.py storage_ceiling) and
+at most the clients' own links on the NFS network; a storage floor above that is refused
+(validation/floors.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
-    check_range,
     require,
 )
 
@@ -45,10 +45,6 @@ PROTOS = ("tcp", "rdma")
 #: NFS over RDMA: the IANA port of nfsrdma (nfs(5): "port=20049" with proto=rdma; docs/sources.md [NF1])
 RDMA_PORT = 20049
 RDMA_CLIENT_OPTIONS = f"rw,hard,proto=rdma,port={RDMA_PORT},vers=4.2"
-#: Fabrics that carry RDMA (NFS over RDMA needs an RDMA NIC on both ends)
-#: The server's storage NICs when the inventory does not say: one 100 Gb/s port (a policy default,
-#: 12.5 GB/s; set gpucluster_storage.nfs.server_nics to the server's real ports)
-DEFAULT_SERVER_NICS = {"count": 1, "rate_gbps": 100}
 #: Shared directories (checkpoints, datasets) are world-writable with the sticky bit, like /tmp;
 #: a home tree is root's and holds per-user directories.
 DIR_MODES = {"home": "0755"}
@@ -104,18 +100,19 @@ def nfs_links(
     *,
     fabric_type: str,
     lab: bool,
-    clients: int,
-    client_link_gbps: float | None,
+    ceiling: dict[str, Any] | None = None,
     field: str = "gpucluster_storage.nfs",
 ) -> dict[str, Any]:
-    """Protocol and the links that carry NFS: the server's NICs and the clients' links, GB/s (GB = 1e9 B).
-
-    ``client_link_gbps``: one client's links on the NFS network, Gb/s (None when the inventory has no rate)."""
-    raw = nfs.get("server_nics", DEFAULT_SERVER_NICS)
-    f = f"{field}.server_nics"
-    require(isinstance(raw, dict), f, raw, "a mapping {count, rate_gbps}")
-    count = int(check_range(raw.get("count", 1), f"{f}.count", 1, 64, integer=True))
-    rate = check_range(raw.get("rate_gbps", DEFAULT_SERVER_NICS["rate_gbps"]), f"{f}.rate_gbps", 1, 3200)
+    """Protocol and the links that carry NFS: ``ceiling`` (storage/sizing.py storage_ceiling: the server's planned
+    storage interfaces, each card capped by its PCIe slot, and the clients' links), GB/s (GB = 1e9 B)."""
+    require(
+        "server_nics" not in nfs,
+        f"{field}.server_nics",
+        nfs.get("server_nics"),
+        "nothing: the server's ports are described per planned interface in gpucluster_storage.server_nics "
+        "({interface: {rate_gbps, pci_bus, pcie_gen, pcie_lanes}}), for every storage type; a count of NICs "
+        "could name ports the plan never addresses",
+    )
     rdma_ok = fabric_type in RDMA_FABRICS and not lab
     proto = check_choice(nfs.get("proto", "tcp"), f"{field}.proto", PROTOS)
     require(
@@ -125,19 +122,7 @@ def nfs_links(
         "tcp: NFS over RDMA needs an InfiniBand or RoCE fabric"
         + (" (the lab's containers have no RDMA NICs)" if lab else f", and this site's fabric is {fabric_type}"),
     )
-    server_gbs = count * rate / 8
-    default = "server_nics" not in nfs
-    server_text = f"the NFS server's {count} x {rate:g} Gb/s storage NICs ({f}{', default' if default else ''})"
-    ceiling = {"gbs": round(server_gbs, 1), "link": f"{server_text} = {server_gbs:g} GB/s over {proto.upper()}"}
-    if client_link_gbps:
-        client_gbs = clients * client_link_gbps / 8
-        if client_gbs < server_gbs:
-            ceiling = {
-                "gbs": round(client_gbs, 1),
-                "link": f"{clients} clients x {client_link_gbps:g} Gb/s on the NFS network = {client_gbs:g} GB/s "
-                f"(below {server_text})",
-            }
-    return {
+    out = {
         "proto": proto,
         "port": RDMA_PORT if proto == "rdma" else 2049,
         "rdma_offered": rdma_ok,
@@ -147,10 +132,10 @@ def nfs_links(
             if rdma_ok and proto == "tcp"
             else ""
         ),
-        "server_nics": {"count": count, "rate_gbps": rate, "default": default},
-        "server_gbs": server_gbs,
-        "ceilings": {"read_gbps": ceiling, "write_gbps": ceiling},
     }
+    if ceiling:
+        out["ceilings"] = {"read_gbps": ceiling, "write_gbps": ceiling}
+    return out
 
 
 def nfs_plan(

@@ -11,9 +11,11 @@ Idle cost per day = GPUs x 24 h x $/GPU-hour x I/O-wait fraction (tiers.md corre
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import PCIE_X16_GBS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -166,4 +168,183 @@ def local_raid_plan(
         "mdadm_create_argv": create,
         "mkfs_argv": [f"mkfs.{fs}", target],
         "directories": shared_directories(paths, mount_point, mount_point),
+    }
+
+
+# --- What the storage servers' links carry: the ceiling of the storage floors (validation/floors.py) ---
+
+#: The inventory field that describes the storage servers' planned storage interfaces: line rate and the
+#: PCIe card each sits on (every storage server has the same interfaces, gpucluster_storage.server_interfaces).
+SERVER_NICS_FIELD = "gpucluster_storage.server_nics"
+#: A planned interface the inventory does not describe: one 100 Gb/s port on a card of its own, PCIe Gen5 x16
+#: (a policy default, as NFS's one 100 Gb/s port was: 12.5 GB/s; the report marks it "default").
+DEFAULT_PORT = {"rate_gbps": 100.0, "pcie_gen": 5, "pcie_lanes": 16}
+#: PCIe link widths a card can train at (PCI-SIG; x16 is the widest slot, docs/sources.md [S18] table)
+PCIE_LANES = (1, 2, 4, 8, 16)
+#: An NVMe drive's link: four PCIe lanes (U.2/E1.S/M.2 NVMe; tiers.md tier1 "4x Gen4" drives give 14-28 GB/s,
+#: 4 x Gen4 x4 = 31.5 GB/s of links). Its generation is bounded by the node's (gpucluster_node.pcie_gen).
+NVME_DRIVE_LANES = 4
+#: The hosts that carry a storage type's data (the floors' bytes): their group and what they are called.
+DATA_SERVERS = {
+    "lustre": ("lustre_oss", "OSS", "OSS"),
+    "beegfs": ("beegfs_storage", "BeeGFS storage server", "BeeGFS storage servers"),
+    "nfs": ("nfs_server", "NFS server", "NFS servers"),
+    "nvmeof": ("nvmeof_target", "NVMe-oF target", "NVMe-oF targets"),
+}
+_PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+
+
+def pcie_gbs(gen: int, lanes: int) -> float:
+    """A PCIe link's bandwidth per direction, GB/s: the x16 figure (compute/interconnect.py, docs/sources.md
+    [S18]) scaled by the lanes."""
+    return PCIE_X16_GBS[gen] * lanes / 16
+
+
+def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVER_NICS_FIELD) -> dict[str, Any]:
+    """What ONE data server's planned storage interfaces carry, GB/s per direction (GB = 1e9 B).
+
+    ``interfaces``: the interfaces the plan gives the server on the storage network (only those count: a port the
+    plan does not address carries no storage traffic). ``server_nics``: ``{interface: {rate_gbps, pci_bus,
+    pcie_gen, pcie_lanes}}``; ports whose ``pci_bus`` differ only in the function (``0000:41:00.0`` and ``.1``)
+    are one card and share its slot. Per card: min(its ports' line rates, its PCIe slot); the server: the sum."""
+    raw = {} if server_nics is None else server_nics
+    require(isinstance(raw, dict), field, raw, "a mapping {interface: {rate_gbps, pci_bus, pcie_gen, pcie_lanes}}")
+    ports: list[dict[str, Any]] = []
+    for name in interfaces:
+        entry = raw.get(name)
+        f = f"{field}.{name}"
+        if entry is None:
+            ports.append({"interface": name, **DEFAULT_PORT, "card": f"{name} (own card)", "default": True})
+            continue
+        require(isinstance(entry, dict), f, entry, "a mapping {rate_gbps, pci_bus, pcie_gen, pcie_lanes}")
+        rate = check_range(entry.get("rate_gbps"), f"{f}.rate_gbps", 1, 3200, unit=" Gb/s")
+        bus = entry.get("pci_bus")
+        require(
+            isinstance(bus, str) and bool(_PCI.match(bus)),
+            f"{f}.pci_bus",
+            bus,
+            "the port's PCI address DDDD:BB:DD.F (lspci -D); ports of one card differ in F only",
+        )
+        gen = int(check_range(entry.get("pcie_gen"), f"{f}.pcie_gen", 3, 6, integer=True))
+        lanes = entry.get("pcie_lanes", 16)
+        require(lanes in PCIE_LANES and not isinstance(lanes, bool), f"{f}.pcie_lanes", lanes, "1, 2, 4, 8 or 16")
+        ports.append(
+            {
+                "interface": name,
+                "rate_gbps": rate,
+                "pcie_gen": gen,
+                "pcie_lanes": lanes,
+                "card": bus[:-2].lower(),
+                "default": False,
+            }
+        )
+    cards: dict[str, dict[str, Any]] = {}
+    for port in ports:
+        card = cards.setdefault(
+            port["card"],
+            {"card": port["card"], "pcie_gen": port["pcie_gen"], "pcie_lanes": port["pcie_lanes"], "ports": []},
+        )
+        if (card["pcie_gen"], card["pcie_lanes"]) != (port["pcie_gen"], port["pcie_lanes"]):
+            raise PlanError(
+                f"{field}.{port['interface']}.pcie_gen",
+                f"Gen{port['pcie_gen']} x{port['pcie_lanes']}",
+                f"Gen{card['pcie_gen']} x{card['pcie_lanes']}, as the other ports of card {card['card']}: "
+                "one card, one slot",
+            )
+        card["ports"].append(port["interface"])
+    out_cards = []
+    for card in cards.values():
+        line = sum(p["rate_gbps"] for p in ports if p["card"] == card["card"]) / 8
+        slot = pcie_gbs(card["pcie_gen"], card["pcie_lanes"])
+        rates = [p["rate_gbps"] for p in ports if p["card"] == card["card"]]
+        out_cards.append(
+            {
+                **card,
+                "line_gbs": round(line, 3),
+                "pcie_gbs": round(slot, 3),
+                "gbs": round(min(line, slot), 3),
+                "text": f"{' + '.join(f'{r:g}' for r in rates)} Gb/s = {line:g} GB/s on PCIe Gen{card['pcie_gen']} "
+                f"x{card['pcie_lanes']} = {slot:g} GB/s ({card['card']})"
+                + (": the slot caps it" if slot < line else ""),
+            }
+        )
+    return {
+        "ports": ports,
+        "cards": out_cards,
+        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
+        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
+        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
+        "default": any(p["default"] for p in ports),
+        "not_planned": sorted(set(raw) - set(interfaces)),
+    }
+
+
+def storage_ceiling(
+    *,
+    storage_type: str,
+    servers: Sequence[str],
+    links: dict[str, Any],
+    clients: int,
+    client_link_gbps: float | None,
+    interfaces_field: str = "gpucluster_storage.server_interfaces",
+) -> dict[str, Any]:
+    """The aggregate ceiling of a networked storage type, GB/s: the sum over its data servers (DATA_SERVERS) of
+    what each one's planned storage interfaces carry (``links``, server_links), and at most what the clients'
+    own links on the storage network take at once (``client_link_gbps``: one client's, Gb/s; None: unknown).
+    Whatever the protocol (TCP, RDMA, NVMe-oF): none carries more than the line rate or the PCIe slot."""
+    group, one, many = DATA_SERVERS[storage_type]
+    n = len(servers)
+    total = round(n * links["gbs"], 3)
+    cards = "; ".join(c["text"] for c in links["cards"]) or "no planned storage interface"
+    server_text = (
+        f"{n} {one if n == 1 else many} (groups.{group}) x {links['gbs']:g} GB/s = {total:g} GB/s; each: "
+        f"{cards} ({SERVER_NICS_FIELD}{', default: describe the real ports' if links['default'] else ''})"
+    )
+    value = {p["interface"]: f"{p['rate_gbps']:g} Gb/s on {p['card']}" for p in links["ports"]}
+    ceiling = {
+        "gbs": total,
+        "link": server_text,
+        "field": SERVER_NICS_FIELD,
+        "value": value or None,
+        "fix": f"add servers to groups.{group}, or ports on cards of their own ({interfaces_field} and "
+        f"{SERVER_NICS_FIELD})",
+        "servers": n,
+        "server_group": group,
+        "cards": links["cards"],
+        "not_planned": links["not_planned"],
+        "per_server_gbs": links["gbs"],
+        "pcie_gbs": round(n * links["pcie_gbs"], 3),
+        "line_gbs": round(n * links["line_gbs"], 3),
+    }
+    if client_link_gbps:
+        client_gbs = round(clients * client_link_gbps / 8, 3)
+        if client_gbs < total:
+            ceiling = {
+                **ceiling,
+                "gbs": client_gbs,
+                "link": f"{clients} clients x {client_link_gbps:g} Gb/s on the storage network = {client_gbs:g} GB/s "
+                f"(below {server_text})",
+                "field": "gpucluster_node.nics",
+                "value": f"{client_link_gbps:g} Gb/s of storage links per node",
+                "fix": "faster or more storage NICs on the compute nodes (gpucluster_node.nics, purpose: storage)",
+            }
+    return ceiling
+
+
+def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.local_nvme.devices") -> dict[str, Any]:
+    """Local NVMe (each node its own): the drives' links, ``devices`` x PCIe x4 at the node's generation (an upper
+    bound: a drive of an older generation trains lower)."""
+    per = pcie_gbs(pcie_gen, NVME_DRIVE_LANES)
+    total = round(devices * per, 3)
+    return {
+        "gbs": total,
+        "link": f"{devices} NVMe drives x PCIe Gen{pcie_gen} x{NVME_DRIVE_LANES} ({per:g} GB/s each) = {total:g} GB/s "
+        f"per node ({field}; gpucluster_node.pcie_gen; docs/sources.md [S18])",
+        "field": field,
+        "value": devices,
+        "fix": "more drives in the array, or a lower floor",
+        "servers": 1,
+        "per_server_gbs": total,
+        "pcie_gbs": total,
+        "line_gbs": total,
     }

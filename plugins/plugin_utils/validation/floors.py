@@ -13,11 +13,14 @@ each link's line rate:
   byte crosses the GPU's own PCIe x16 link (compute/interconnect.py, docs/sources.md [S18]);
 - across nodes: the NICs of a node, each at min(its line rate, its PCIe x16 slot), and, on a node
   whose GPUs have no NVSwitch, the GPU's PCIe x16 link (each rank of the ring sends its busbw over it);
-- storage: the storage servers' NICs (NFS: ``gpucluster_storage.nfs.server_nics``) and the
-  clients' links, whatever the protocol (TCP or RDMA carry no more than the line rate).
-A floor the site set above its ceiling is a PlanError naming the field; a floor the engine computed
-(or took from a tier or a published threshold) above ``LINK_EFFICIENCY`` x its ceiling is lowered to
-that, and ``reasons`` says why.
+- storage: the sum over the data servers (OSS, BeeGFS storage servers, NFS server, NVMe-oF targets) of
+  min(their planned storage interfaces' line rates, the PCIe slots of the cards they sit on)
+  (``gpucluster_storage.server_nics``, storage/sizing.py), and at most the clients' links, whatever the
+  protocol (TCP, RDMA and NVMe-oF carry no more than the line rate); local NVMe: the drives' PCIe links.
+A floor the site set above its ceiling is a PlanError naming the field; so is a storage floor above its
+ceiling (``storage_floor_within``: the tier's floor is the reference design's, the servers must carry it);
+any other floor the engine computed (or took from a tier or a published threshold) above
+``LINK_EFFICIENCY`` x its ceiling is lowered to that, and ``reasons`` says why.
 """
 
 from __future__ import annotations
@@ -135,6 +138,26 @@ def _capped(
     return top
 
 
+def storage_floor_within(tier: TierProfile, rw: str, ceiling: dict[str, Any] | None) -> float:
+    """The tier's storage floor (``rw``: read or write), refused above what the storage carries.
+
+    One design for every storage type: a storage floor is never lowered to fit, it is a PlanError naming the
+    inventory field that sets the ceiling (the servers' ports, ``gpucluster_storage.server_nics``; the clients'
+    storage NICs; the local drives), its value, the floor with where it comes from and the ceiling with its
+    links: a floor above the links fails every healthy cluster, and a floor lowered in silence hides storage
+    that cannot deliver the tier (``ceiling``: storage/sizing.py storage_ceiling or local_ceiling)."""
+    floor: float = getattr(tier, f"storage_{rw}_gbps")[0]
+    if ceiling and floor > ceiling["gbs"]:
+        raise PlanError(
+            ceiling.get("field", "gpucluster_storage"),
+            ceiling.get("value"),
+            f"links that carry the {tier.name} storage {rw} floor, {floor:g} GB/s (gpucluster_cluster.tier: "
+            f"{tier.name}, docs/tiers.md); they carry {ceiling['gbs']:g} GB/s: {ceiling['link']}. "
+            + (f"Fix: {ceiling['fix']}" if ceiling.get("fix") else ""),
+        )
+    return floor
+
+
 def busbw_factor(op: str, ranks: int) -> float:
     """nccl-tests busbw/algbw factor (docs/sources.md §3.2)."""
     if op == "all_reduce":
@@ -161,7 +184,7 @@ def validation_floors(
 ) -> dict[str, Any]:
     """The floors; ``intra_node`` (compute/interconnect.py) says what the in-node links are,
     ``intra_floor_gbs`` is the site's own (gpucluster_node.allreduce_intra_node_busbw_gbs),
-    ``storage_ceilings`` the storage links' {read_gbps, write_gbps: {gbs, link}} (storage/nfs.py).
+    ``storage_ceilings`` the storage links' {read_gbps, write_gbps: {gbs, link, field, value}} (storage/sizing.py).
     ``ceilings``: each floor's link ceiling; a floor the site set above it is a PlanError."""
     reasons: dict[str, str] = {}  # why a floor is missing
     how: dict[str, str] = {}  # how a floor was reached, where the link ceiling shaped it
@@ -223,8 +246,8 @@ def validation_floors(
             nic = _capped("nic_write_bw_gbps", sourced[0], ceilings, how, "Gb/s")
         else:
             nic = _gbs(NIC_GENERIC_EFFICIENCY * nic_rate)
-    storage_read = _capped("storage_read_gbps", tier.storage_read_gbps[0], ceilings, how)
-    storage_write = _capped("storage_write_gbps", tier.storage_write_gbps[0], ceilings, how)
+    storage_read = storage_floor_within(tier, "read", ceilings.get("storage_read_gbps"))
+    storage_write = storage_floor_within(tier, "write", ceilings.get("storage_write_gbps"))
     return {
         "gate_message_bytes": GATE_MESSAGE_BYTES,
         "allreduce_intra_node_busbw_gbs": intra,

@@ -215,7 +215,11 @@ def test_bad_lustre_server_input_names_the_field(change: dict[str, Any], field: 
 
 
 def test_lustre_servers_use_their_own_interfaces_one_nid_each() -> None:
-    plan = _plan("tier3", gpucluster_storage=_storage("tier3", server_interfaces=["ib0", "ib1"]))
+    # each port on its own Gen5 x16 card: 2 OSS x 2 x 50 GB/s, within tier3's 80 GB/s floor (test_ceilings.py)
+    nics = {
+        n: {"rate_gbps": 400, "pci_bus": f"0000:{b}:00.0", "pcie_gen": 5} for n, b in (("ib0", "41"), ("ib1", "c1"))
+    }
+    plan = _plan("tier3", gpucluster_storage=_storage("tier3", server_interfaces=["ib0", "ib1"], server_nics=nics))
     lu = plan["storage"]["lustre"]
     assert lu["server_lnet"]["modprobe"] == 'options lnet networks="o2ib0(ib0,ib1)"'
     assert lu["lnet"]["modprobe"] == 'options lnet networks="o2ib0(ibp41s0f0,ibp170s0f0)"'  # the DGX's own

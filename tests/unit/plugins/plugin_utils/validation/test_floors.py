@@ -14,6 +14,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TIERS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import nfs_links
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import server_links, storage_ceiling
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import (
     INTRA_NODE_FLOOR_FIELD,
     link_ceilings,
@@ -85,40 +86,48 @@ def test_nic_behind_a_narrow_pcie_slot_is_capped() -> None:
     _within(f)
 
 
-def test_storage_floor_above_the_nfs_server_links_is_lowered_and_said() -> None:
-    """tier2's 40 GB/s read from one NFS server with one 100G port (12.5 GB/s): lowered to 85 % of 12.5."""
-    links = nfs_links({}, fabric_type="infiniband", lab=False, clients=2, client_link_gbps=800)
-    f = _floors("h100_sxm", tier=TIERS["tier2"], storage_ceilings=links["ceilings"])
-    assert f["storage_read_gbps"] == pytest.approx(0.85 * 12.5, abs=0.05)
-    assert "lowered from 40" in f["how"]["storage_read_gbps"]
-    assert "server_nics" in f["how"]["storage_read_gbps"]
-    big = nfs_links({"server_nics": {"count": 2, "rate_gbps": 400}}, fabric_type="infiniband", lab=False,
-                    clients=2, client_link_gbps=800)  # fmt: skip
+def _nfs_ceiling(servers: int, ports: int, rate: float, clients: int, client_gbps: float | None) -> dict[str, Any]:
+    """The NFS server's ceiling with ``ports`` ports of ``rate`` Gb/s, each on a Gen5 x16 card of its own."""
+    nics = {f"ib{i}": {"rate_gbps": rate, "pci_bus": f"0000:{0x41 + i:02x}:00.0", "pcie_gen": 5} for i in range(ports)}
+    links = server_links(nics, list(nics))
+    return storage_ceiling(storage_type="nfs", servers=[f"nfs{i}" for i in range(servers)], links=links,
+                           clients=clients, client_link_gbps=client_gbps)  # fmt: skip
+
+
+def test_storage_floor_above_the_nfs_server_links_is_refused_with_the_numbers() -> None:
+    """tier2's 40 GB/s read from one NFS server with one 100G port (12.5 GB/s): a PlanError naming the servers'
+    ports, the floor and the ceiling; never lowered in silence."""
+    ceiling = _nfs_ceiling(1, 1, 100, 2, 800)
+    links = nfs_links({}, fabric_type="infiniband", lab=False, ceiling=ceiling)
+    with pytest.raises(PlanError, match=r"gpucluster_storage\.server_nics") as err:
+        _floors("h100_sxm", tier=TIERS["tier2"], storage_ceilings=links["ceilings"])
+    text = str(err.value)
+    assert "tier2 storage read floor, 40 GB/s" in text and "12.5 GB/s" in text and "groups.nfs_server" in text
+    big = nfs_links({}, fabric_type="infiniband", lab=False, ceiling=_nfs_ceiling(1, 1, 400, 2, 800))
     f = _floors("h100_sxm", tier=TIERS["tier2"], storage_ceilings=big["ceilings"])
     assert (f["storage_read_gbps"], f["storage_write_gbps"]) == (40, 20) and "storage_read_gbps" not in f["how"]
 
 
 def test_nfs_clients_links_bound_the_ceiling_too() -> None:
-    links = nfs_links({"server_nics": {"count": 4, "rate_gbps": 400}}, fabric_type="none", lab=False, clients=2,
-                      client_link_gbps=100)  # fmt: skip
+    ceiling = _nfs_ceiling(1, 4, 400, 2, 100)
+    links = nfs_links({}, fabric_type="none", lab=False, ceiling=ceiling)
     assert links["ceilings"]["read_gbps"]["gbs"] == 25 and "2 clients" in links["ceilings"]["read_gbps"]["link"]
+    assert links["ceilings"]["read_gbps"]["field"] == "gpucluster_node.nics"
     assert not links["rdma_offered"] and links["proto"] == "tcp"
 
 
 def test_nfs_over_rdma_is_offered_only_where_the_fabric_carries_rdma() -> None:
-    ib = nfs_links({}, fabric_type="infiniband", lab=False, clients=2, client_link_gbps=None)
+    ib = nfs_links({}, fabric_type="infiniband", lab=False)
     assert ib["rdma_offered"] and "proto: rdma" in ib["rdma_note"]
-    rdma = nfs_links({"proto": "rdma"}, fabric_type="roce", lab=False, clients=2, client_link_gbps=None)
+    rdma = nfs_links({"proto": "rdma"}, fabric_type="roce", lab=False)
     assert (rdma["proto"], rdma["port"]) == ("rdma", 20049)
     with pytest.raises(PlanError, match=r"gpucluster_storage\.nfs\.proto"):
-        nfs_links({"proto": "rdma"}, fabric_type="none", lab=False, clients=2, client_link_gbps=None)
+        nfs_links({"proto": "rdma"}, fabric_type="none", lab=False)
     with pytest.raises(PlanError, match=r"gpucluster_storage\.nfs\.proto"):
-        nfs_links({"proto": "rdma"}, fabric_type="infiniband", lab=True, clients=2, client_link_gbps=None)
-    with pytest.raises(PlanError, match=r"gpucluster_storage\.nfs\.server_nics\.rate_gbps"):
-        nfs_links({"server_nics": {"count": 1, "rate_gbps": 0}}, fabric_type="none", lab=False, clients=1,
-                  client_link_gbps=None)  # fmt: skip
-    with pytest.raises(PlanError, match=r"gpucluster_storage\.nfs\.server_nics\.count"):
-        nfs_links({"server_nics": {"count": 0}}, fabric_type="none", lab=False, clients=1, client_link_gbps=None)
+        nfs_links({"proto": "rdma"}, fabric_type="infiniband", lab=True)
+    # the old count of NICs could name ports the plan never addresses (tier2 counted two, planned one)
+    with pytest.raises(PlanError, match=r"gpucluster_storage\.nfs\.server_nics.*gpucluster_storage\.server_nics"):
+        nfs_links({"server_nics": {"count": 2, "rate_gbps": 400}}, fabric_type="none", lab=False)
 
 
 @given(
@@ -134,19 +143,21 @@ def test_nfs_over_rdma_is_offered_only_where_the_fabric_carries_rdma() -> None:
 def test_every_computed_floor_is_within_its_ceiling(
     model: str, gpn: int, pcie: int, nics: int, rate: int, nodes: int, tier: str, server: tuple[int, int]
 ) -> None:
-    links = nfs_links({"server_nics": {"count": server[0], "rate_gbps": server[1]}}, fabric_type="roce", lab=False,
-                      clients=nodes, client_link_gbps=200)  # fmt: skip
-    f = _floors(
-        model,
-        tier=TIERS[tier],
-        gpus_per_node=gpn,
-        compute_nics_per_node=nics,
-        link_rate_gbps=rate,
-        nodes=nodes,
-        intra_node=intra_node(gpu_model(model), gpn, pcie).as_dict(),
-        storage_ceilings=links["ceilings"],
-    )
-    _within(f)
+    ceiling = _nfs_ceiling(1, server[0], server[1], nodes, 200)
+    args = {
+        "tier": TIERS[tier],
+        "gpus_per_node": gpn,
+        "compute_nics_per_node": nics,
+        "link_rate_gbps": rate,
+        "nodes": nodes,
+        "intra_node": intra_node(gpu_model(model), gpn, pcie).as_dict(),
+        "storage_ceilings": {"read_gbps": ceiling, "write_gbps": ceiling},
+    }
+    if TIERS[tier].storage_read_gbps[0] > ceiling["gbs"]:  # a storage floor is refused, never lowered
+        with pytest.raises(PlanError, match=r"storage read floor"):
+            _floors(model, **args)
+        return
+    _within(_floors(model, **args))
 
 
 def test_ceilings_without_fabric_or_single_gpu() -> None:
@@ -175,12 +186,13 @@ def test_rtx_pro_6000_roce_site_plans_floors_within_its_links(tier3: tuple[dict[
 
 
 def test_tier2_nfs_floor_is_within_its_server_links() -> None:
-    """Acceptance (issue 26): tier2's 40 GB/s read floor against the server's 2 x 400G (100 GB/s)."""
+    """Acceptance (issues 26, 38): tier2's 40 GB/s read floor against the server's ONE planned 400G port
+    (50 GB/s; its PCIe Gen5 x16 slot carries 63), not two NICs the plan never addresses."""
 
     site, groups = load_inventory("tier2")
     plan = cluster_plan(site, groups)
     val = plan["validation"]
     assert val["storage_read_gbps"] == 40
-    assert val["ceilings"]["storage_read_gbps"]["gbs"] == 100
+    assert val["ceilings"]["storage_read_gbps"]["gbs"] == 50
     _within(val)
     assert plan["storage"]["nfs"]["links"]["rdma_offered"]
