@@ -10,6 +10,14 @@ Two rules (docs/DESIGN, "The plan against the hardware"):
   ``nvidia-fabricmanager-<driver branch>`` from the site's GPU repository, pinned and held like the
   driver, and orders it before the GPU clocks unit, DCGM, slurmd and kubelet. PCIe cards (RTX PRO 6000,
   L40S, H100 PCIe/NVL) have no NVSwitch and get none.
+- **NVLink5 boards need NVLSM too.** On DGX/HGX B200 and HGX B100 (fourth-generation NVSwitch, catalog
+  ``nvlsm``) Fabric Manager needs the NVLink Subnet Manager: without it Fabric Manager does not start, the
+  fabric state stays ``In Progress`` and CUDA fails with error 802 (docs/sources.md [F20]). The compute
+  role installs the ``nvlsm`` package with Fabric Manager, whose start script runs NVLSM in its own unit,
+  and loads ``ib_umad`` at boot (/etc/modules-load.d/gpucluster-nvlsm.conf), which Fabric Manager's start
+  check needs there ([F21]); Fabric Manager's drop-in orders it after the modules are loaded, and every
+  GPU user after it. The health check drains a node where ``ib_umad`` is missing or the fabric state is not
+  ``Completed``.
 - **GPUDirect RDMA needs a kernel path the target OS has.** Where the NCCL plan sends over RDMA NICs
   (InfiniBand, RoCE) NCCL registers GPU memory with the NIC either through the kernel's DMA-BUF or through
   the legacy ``nvidia_peermem`` module of the driver (R470 and later); without either NCCL copies through
@@ -110,6 +118,13 @@ FABRIC_MANAGER_BEFORE = (
     "slurmd.service",
     "kubelet.service",
 )
+#: NVLink5 boards (catalog ``nvlsm``): the NVLink Subnet Manager's package in NVIDIA's repository and the
+#: InfiniBand management-datagram module its NVSwitch management port needs (docs/sources.md [F20] [F21])
+NVLSM_PACKAGE = "nvlsm"
+NVLSM_MODULES = ("ib_umad",)
+NVLSM_MODULES_LOAD_FILE = "/etc/modules-load.d/gpucluster-nvlsm.conf"
+#: Fabric Manager starts after the boot's modules are loaded (ib_umad) where NVLSM is planned
+NVLSM_AFTER = ("systemd-modules-load.service",)
 _KERNEL = re.compile(r"^(\d+)\.(\d+)(?:[.\-+~].*)?$")
 _NCCL = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)*(?:[-+].*)?$")
 
@@ -360,6 +375,25 @@ def gpudirect_plan(
     }
 
 
+def nvlsm_plan(model: GpuModel) -> dict[str, Any]:
+    """NVLSM with Fabric Manager on NVLink5 NVSwitch boards (catalog ``nvlsm``), else nothing to install."""
+    required = bool(model.nvlsm and model.nvswitch)
+    return {
+        "required": required,
+        "package": NVLSM_PACKAGE if required else None,
+        "modules": list(NVLSM_MODULES) if required else [],
+        "modules_load_file": NVLSM_MODULES_LOAD_FILE if required else None,
+        # Fabric Manager's drop-in: After= these (the modules NVLSM's management port needs)
+        "after": list(NVLSM_AFTER) if required else [],
+        "reason": (
+            f"{model.key}: NVLink5 NVSwitch board, Fabric Manager needs the NVLink Subnet Manager (nvlsm) and "
+            f"{', '.join(NVLSM_MODULES)} (Fabric Manager user guide; docs/sources.md [F20] [F21])"
+            if required
+            else f"{model.key}: no NVLSM on this node"
+        ),
+    }
+
+
 def bringup_plan(model: GpuModel, section: Any, fabric_type: str, nccl_enabled: bool) -> dict[str, Any]:
     """The node's bring-up: Fabric Manager (NVSwitch models), GPUDirect RDMA, the NVLink count to check."""
     sw = software(section)
@@ -375,6 +409,8 @@ def bringup_plan(model: GpuModel, section: Any, fabric_type: str, nccl_enabled: 
             # None: the compute role pins it to compute_gpu_driver_branch, as the driver
             "package": f"{FABRIC_MANAGER_PACKAGE_PREFIX}{branch}" if fm_required and branch is not None else None,
             "before": list(FABRIC_MANAGER_BEFORE) if fm_required else [],
+            # NVLink5 boards: NVLSM and ib_umad with Fabric Manager (docs/sources.md [F20] [F21])
+            "nvlsm": nvlsm_plan(model),
             "reason": (
                 f"{model.key} sits on an NVSwitch board: Fabric Manager must finish (Fabric State Completed) "
                 "before CUDA starts, else CUDA error 802"
@@ -395,6 +431,7 @@ def bringup_rows(plan_bringup: dict[str, Any]) -> list[list[str]]:
     links = plan_bringup["nvlink_links"]
     return [
         ["Fabric Manager", "required" if fm["required"] else "not needed", fm["reason"]],
+        ["NVLink Subnet Manager", "required" if fm["nvlsm"]["required"] else "not needed", fm["nvlsm"]["reason"]],
         ["GPUDirect RDMA", gd["method"], gd["reason"]],
         [
             "PCIe ACS / IOMMU",
@@ -428,6 +465,7 @@ __all__ = [
     "bringup_rows",
     "effective",
     "gpudirect_plan",
+    "nvlsm_plan",
     "pcie_plan",
     "software",
 ]

@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice, check_range
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
+    check_choice,
+    check_range,
+)
 
 WATER_KJ_PER_KG_K = 4.186
 WATER_KG_PER_L = 1.0
@@ -32,8 +36,11 @@ def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = 
     """GPU temperature warn/critical: critical = Max Operating Temp (where the health check drains).
 
     docs/sources.md §1.2: H100 SXM 87 C max operating, 89 C slowdown, 92 C shutdown; docs/sources.md §5.1:
-    DCGM policy -T = Max Operating Temp. Models without sourced limits need
-    ``gpucluster_node.gpu_temp_limits`` (max_operating_c, slowdown_c, shutdown_c).
+    DCGM policy -T = Max Operating Temp. Models without a sourced Max Operating Temp (B200, GB200,
+    H100 PCIe, RTX PRO 6000: dossier 1.2 found none) need ``gpucluster_node.gpu_temp_limits``
+    (max_operating_c, slowdown_c, shutdown_c, read on the site's nodes with ``nvidia-smi -q -d
+    TEMPERATURE``): without it the plan refuses the site, since it would otherwise have no GPU
+    temperature drain and no temperature alert (issue 43).
     """
     limits = {
         "max_operating_c": gpu.temp_max_operating_c,
@@ -50,13 +57,22 @@ def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = 
         source = "inventory gpucluster_node.gpu_temp_limits"
     top = limits["max_operating_c"]
     if top is None:
-        return {
-            **limits,
-            "warn_c": None,
-            "critical_c": None,
-            "source": None,
-            "notes": [f"no sourced thermal limits for {gpu.key}: set gpucluster_node.gpu_temp_limits"],
-        }
+        raise PlanError(
+            "gpucluster_node.gpu_temp_limits.max_operating_c",
+            None,
+            f"the GPU's Max Operating Temp in C (40-110): the catalog has no sourced thermal limits for "
+            f"{gpu.key} ({gpu.name}; dossier 1.2), so the health check would not drain a hot GPU and no "
+            "temperature alert would fire. Read it on a node: nvidia-smi -q -d TEMPERATURE, 'GPU Max Operating "
+            "Temp' (or the T.Limit point: current temperature + 'GPU T.Limit Temp' where the driver prints the "
+            "T.Limit form); slowdown_c and shutdown_c likewise",
+        )
+    for key in ("slowdown_c", "shutdown_c"):
+        if limits[key] is not None and limits[key] < top:
+            raise PlanError(
+                f"gpucluster_node.gpu_temp_limits.{key}",
+                limits[key],
+                f"at least max_operating_c ({top} C): the GPU slows down and shuts down above its max operating temp",
+            )
     return {**limits, "warn_c": top - WARN_MARGIN_C, "critical_c": top, "source": source, "notes": []}
 
 

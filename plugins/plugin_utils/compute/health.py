@@ -13,7 +13,9 @@ prolog): on an NVSwitch board every GPU's ``nvidia-smi -q`` Fabric State must be
 CUDA fails with error 802, docs/sources.md [F3]) and ``nvidia-smi nvlink -s`` must show the model's
 NVLink links active on every GPU; GPUDirect RDMA as the plan chose it: where it loads ``nvidia_peermem``
 the module must be loaded (/sys/module/nvidia_peermem), with DMA-BUF the loaded driver must be the open
-flavour (/proc/driver/nvidia/version: "Open Kernel Module", docs/sources.md [F11]).
+flavour (/proc/driver/nvidia/version: "Open Kernel Module", docs/sources.md [F11]). On an NVLink5 board
+(``gpu.bringup.fabric_manager.nvlsm``) the same check reads NVLSM's state: its modules (ib_umad) loaded and
+its process (``nvlsm``, run by Fabric Manager's start script, [F20] [F21]) running.
 
 On the Kubernetes path (``cluster.scheduler: kubernetes``) no slurmd runs the check: a systemd timer runs
 the periodic mode every ``interval_s`` (Slurm's HealthCheckInterval), and instead of draining the script
@@ -188,6 +190,8 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
             # bring-up (compute/bringup.py): Fabric State Completed and the NVLink links, NVSwitch boards only
             "fabric_state": bool(bringup.get("nvswitch")),
             "nvlink_links": bringup.get("nvlink_links"),
+            # NVLink5 boards: NVLSM's modules and process (compute/bringup.py nvlsm_plan); None: not planned
+            "nvlsm": _nvlsm(bringup),
         },
         # the GPUDirect RDMA module the plan loads (None: DMA-BUF or no RDMA fabric, nothing to check)
         "gpudirect_module": (bringup.get("gpudirect") or {}).get("module"),
@@ -200,6 +204,18 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
         "coolant": coolant,
         "nodes": {h: {"slurm_node": h, "fabric_ports": ports[h]} for h in compute},
     }
+
+
+#: the process name of the NVLink Subnet Manager, as Fabric Manager's start script runs it ([F20])
+NVLSM_PROCESS = "nvlsm"
+
+
+def _nvlsm(bringup: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the check reads of NVLSM where the plan has it: the modules to find loaded, the process."""
+    nvlsm = (bringup.get("fabric_manager") or {}).get("nvlsm") or {}
+    if not nvlsm.get("required"):
+        return None
+    return {"modules": list(nvlsm["modules"]), "process": NVLSM_PROCESS}
 
 
 def _scheduler(kind: str, lab: bool) -> dict[str, Any]:

@@ -36,12 +36,16 @@ The plan (``plan["gpu"]["mig"]``, None without a policy) gives:
 - Kubernetes: the GPU Operator's mixed strategy advertises ``nvidia.com/mig-<profile>`` per profile
   (docs/sources.md [G8]); the totals become Kueue quotas.
 
-Media-extension variants (``+me``, ``+gfx``, ``-me``) are not offered: a training cluster does not use
-the media engines, and how Slurm names their types is unconfirmed.
+Media-extension variants (``+me``, ``+gfx``, ``-me``) are in the catalog where a real GPU lists them
+(H100 80GB ``1g.10gb+me``, ``nvidia-smi mig -lgip`` of a real H100, docs/sources.md [G20];
+:func:`parse_lgip` reads that output and a unit test compares it with the catalog), but are not offered
+in a mix: a training cluster does not use the media engines, and how Slurm names their types is
+unconfirmed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +67,10 @@ PARTED_VERSION = "v1"
 PARTED_ENTRY_KEYS = ("devices", "mig-enabled", "mig-devices")
 #: GPU Operator, MIG strategy mixed: one extended resource per profile (docs/sources.md [G8])
 K8S_PREFIX = "nvidia.com/mig-"
+#: media-extension profiles (``1g.10gb+me``, ``+gfx``, ``-me``): catalogued, never offered in a mix
+MEDIA_VARIANT = re.compile(r"[+-](?:me|gfx)$")
+#: one profile row of ``nvidia-smi mig -lgip``: GPU, "MIG <name>", ID, Free/Total instances, memory GiB
+_LGIP_ROW = re.compile(r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([0-9.]+)\s")
 
 
 @dataclass(frozen=True)
@@ -140,9 +148,24 @@ def place(geo: MigGeometry, names: list[str]) -> list[Placement] | None:
     return search(0, 0, {})
 
 
+def offered(geo: MigGeometry) -> list[str]:
+    """The profiles a mix may use: the catalog's, less the media-extension variants."""
+    return [name for name in geo.profiles if not MEDIA_VARIANT.search(name)]
+
+
+def parse_lgip(text: str) -> dict[str, dict[str, Any]]:
+    """``nvidia-smi mig -lgip`` as {profile: {id, instances (the total), memory_gib}}, first GPU's rows."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        m = _LGIP_ROW.match(line.strip())
+        if m and m.group(2) not in out:
+            out[m.group(2)] = {"id": int(m.group(3)), "instances": int(m.group(5)), "memory_gib": float(m.group(6))}
+    return out
+
+
 def check_mix(geo: MigGeometry, profiles: Any, field: str) -> list[Placement]:
     """The placement of one GPU's mix; PlanError naming ``field`` when the GPU cannot hold it."""
-    known = ", ".join(geo.profiles)
+    known = ", ".join(offered(geo))
     require(
         isinstance(profiles, list) and bool(profiles),
         field,
@@ -150,6 +173,12 @@ def check_mix(geo: MigGeometry, profiles: Any, field: str) -> list[Placement]:
         f"a list of MIG profiles for one {geo.model} GPU, each one of {known}",
     )
     for j, name in enumerate(profiles):
+        require(
+            not (isinstance(name, str) and MEDIA_VARIANT.search(name) and name in geo.profiles),
+            f"{field}[{j}]",
+            name,
+            f"one of {known}: media-extension profiles (the GPU's media engines) are not planned (compute/mig.py)",
+        )
         require(name in geo.profiles, f"{field}[{j}]", name, f"one of {known} ({geo.model}, docs/sources.md [G1])")
     for name in sorted(set(profiles)):
         prof, count = geo.profiles[name], profiles.count(name)

@@ -50,6 +50,12 @@ class GpuModel:
     #: NVLink links per GPU on an NVSwitch board: the health check drains a node with fewer active
     #: (docs/sources.md [S17] [S18] [F9]); None: not counted (no NVLink, or bridge pairs only)
     nvlink_links: int | None = None
+    #: NVLink5 NVSwitch boards (HGX/DGX B200, B100): Fabric Manager needs the NVLink Subnet Manager (NVLSM)
+    #: and the ib_umad module (docs/sources.md [F20] [F21]; compute/bringup.py)
+    nvlsm: bool = False
+    #: GPUs in one NVLink domain: 8 on an HGX board (one node), 72 in a GB200 NVL72 rack (18 nodes of 4);
+    #: None: no NVSwitch domain. A domain larger than a node needs Slurm's topology/block (slurm/topology.py)
+    nvlink_domain_gpus: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
 

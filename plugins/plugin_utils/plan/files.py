@@ -144,7 +144,7 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         "nccl": bool(plan["nccl"]["enabled"]),
         "mpi": bool(plan["slurm"]["mpi"]["files"]),
         "nccl_topo": bool(plan["nccl"].get("topo_file")),
-        "topology": bool(plan["fabric"]["slurm_topology"]),
+        "topology": bool(plan["fabric"]["slurm_topology"]) or bool(plan["slurm"].get("topology_blocks")),
         "lustre": plan["storage"]["type"] == "lustre",
         "nfs_kernel": nfs.get("server_impl") == "kernel",
         "nfs_ganesha": nfs.get("server_impl") == "ganesha",
@@ -161,6 +161,8 @@ def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
         # PCIe ACS off at boot and iommu=pt, where GPUDirect RDMA is used (compute/bringup.py pcie_plan)
         "pcie_acs": bool(((bringup.get("gpudirect") or {}).get("pcie") or {}).get("acs_disable")),
         "iommu_pt": bool(((bringup.get("gpudirect") or {}).get("pcie") or {}).get("kernel_args")),
+        # NVLink5 boards: NVLSM's ib_umad at boot (compute/bringup.py nvlsm_plan)
+        "nvlsm": bool(((bringup.get("fabric_manager") or {}).get("nvlsm") or {}).get("required")),
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
         "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
         # training jobs in containers (compute/containers.py): Enroot + Pyxis, or Slurm's oci.conf + runc

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy, topology
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
@@ -228,7 +229,9 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "tenancy": {k: v for k, v in tenants.items() if k != "prolog_flags"},
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
         "select_type": "select/cons_tres",
-        "topology_plugin": "topology/tree" if plan["fabric"]["slurm_topology"] else "",
+        # topology/tree from the fabric's switches, or topology/block per multi-node NVLink domain (NVL72),
+        # refused on Debian 12's Slurm 22.05 (slurm/topology.py)
+        **_topology(site, plan),
         "health_check_program": HEALTH_CHECK_PROGRAM,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         # the same check after (Epilog) and before (Prolog) each job, when the inventory has them on
@@ -238,6 +241,17 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "lab": bool(lab),
         "mpi": _mpi(site, plan, lab),
     }
+
+
+def _topology(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """slurm.conf's TopologyPlugin and topology/block's blocks (slurm/topology.py)."""
+    topo = topology.topology_plan(
+        GPUS[plan["gpu"]["model"]["key"]],
+        site.node.gpus_per_node,
+        list(site.compute_hosts),
+        plan["fabric"]["slurm_topology"],
+    )
+    return {"topology_plugin": topo["plugin"], "topology_blocks": topo["blocks"]}
 
 
 def _mpi(site: Site, plan: dict[str, Any], lab: dict[str, Any]) -> dict[str, Any]:

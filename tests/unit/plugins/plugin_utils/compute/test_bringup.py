@@ -22,7 +22,8 @@ def test_catalog_says_which_models_sit_on_nvswitch_with_sources() -> None:
     assert boards == {"h100_sxm", "h200_sxm", "b200", "a100_sxm4"}
     for key, gpu in catalog.GPUS.items():
         assert catalog.SOURCE[key]["nvswitch"] and catalog.SOURCE[key]["nvlink_links"]
-        assert gpu.nvswitch == (gpu.form_factor == "sxm")  # HGX/DGX SXM boards; PCIe cards have none
+        # HGX/DGX SXM boards; PCIe cards have none; a GB200 compute tray's NVSwitches are in the switch trays
+        assert gpu.nvswitch == (gpu.form_factor == "sxm" and key != "gb200")
         assert (gpu.nvlink_links is not None) == gpu.nvswitch
     assert (catalog.GPUS["h100_sxm"].nvlink_links, catalog.GPUS["a100_sxm4"].nvlink_links) == (18, 12)
 

@@ -70,8 +70,14 @@ def test_gpu_temperatures_drain_at_max_operating() -> None:
 
 
 def test_models_without_limits_need_the_inventory() -> None:
-    t = gpu_temperature_thresholds(gpu_model("b200"))
-    assert t["critical_c"] is None and "gpu_temp_limits" in t["notes"][0]
+    # issue 43: no sourced Max Operating Temp and none from the inventory: refused, not a plan without a drain
+    for key in ("b200", "gb200", "h100_pcie", "rtx_pro_6000"):
+        with pytest.raises(PlanError, match=r"gpu_temp_limits\.max_operating_c.*nvidia-smi -q -d TEMPERATURE"):
+            gpu_temperature_thresholds(gpu_model(key))
+    with pytest.raises(PlanError, match=r"gpu_temp_limits\.max_operating_c"):
+        gpu_temperature_thresholds(gpu_model("b200"), {"slowdown_c": 88})
+    with pytest.raises(PlanError, match=r"gpu_temp_limits\.slowdown_c.*at least max_operating_c \(87 C\)"):
+        gpu_temperature_thresholds(gpu_model("b200"), {"max_operating_c": 87, "slowdown_c": 80})
     t = gpu_temperature_thresholds(gpu_model("b200"), {"max_operating_c": 85, "slowdown_c": 88})
     assert t["critical_c"] == 85 and t["source"].startswith("inventory")
     with pytest.raises(PlanError, match=r"gpu_temp_limits\.max_operating_c"):

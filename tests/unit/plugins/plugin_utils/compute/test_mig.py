@@ -43,8 +43,9 @@ def test_the_catalog_has_the_guides_profiles_and_counts() -> None:
     assert mig.mig_models() == sorted(GUIDE)
     for key, counts in GUIDE.items():
         geo = mig.geometry(GPUS[key])
-        assert {n: p.max_instances for n, p in geo.profiles.items()} == counts, key
-        for p in geo.profiles.values():
+        offered = mig.offered(geo)
+        assert {n: geo.profiles[n].max_instances for n in offered} == counts, key
+        for p in (geo.profiles[n] for n in offered):
             # the Ng of the name is its compute slices; -lgipp lists as many starts as instances ([G3] [G5])
             assert p.compute == int(p.name.split("g.")[0]), p
             assert len(p.starts) == p.max_instances, p
@@ -53,7 +54,7 @@ def test_the_catalog_has_the_guides_profiles_and_counts() -> None:
 
 def test_the_h100_starts_are_nvidia_smi_mig_lgipp() -> None:
     # docs/sources.md [G3]: {0,1,2,3,4,5,6}:1  {0,2,4,6}:2  {0,2,4}:2  {0,4}:4  {0}:4  {0}:8
-    got = {n: (p.starts, p.memory) for n, p in H100.profiles.items()}
+    got = {n: (H100.profiles[n].starts, H100.profiles[n].memory) for n in mig.offered(H100)}
     assert got == {
         "1g.10gb": ((0, 1, 2, 3, 4, 5, 6), 1),
         "1g.20gb": ((0, 2, 4, 6), 2),
@@ -62,6 +63,26 @@ def test_the_h100_starts_are_nvidia_smi_mig_lgipp() -> None:
         "4g.40gb": ((0,), 4),
         "7g.80gb": ((0,), 8),
     }
+
+
+def test_the_catalog_matches_a_real_h100s_mig_lgip() -> None:
+    """docs/sources.md [G20]: ``nvidia-smi mig -lgip`` of a real H100 80GB HBM3 (driver 580.159.04)."""
+    listed = mig.parse_lgip((ROOT / "tests/data/nvidia-smi/h100-580-mig-lgip.txt").read_text())
+    assert listed["1g.10gb+me"] == {"id": 20, "instances": 1, "memory_gib": 9.75}
+    assert set(listed) == set(H100.profiles)
+    full = listed["7g.80gb"]["memory_gib"] / H100.memory_slices
+    for name, row in listed.items():
+        prof = H100.profiles[name]
+        assert prof.max_instances == row["instances"], name
+        assert prof.memory == round(row["memory_gib"] / full), name  # 9.75 GiB of 79.25: 1 slice of 8
+
+
+def test_a_media_variant_is_catalogued_but_not_offered() -> None:
+    assert "1g.10gb+me" in H100.profiles and "1g.10gb+me" not in mig.offered(H100)
+    with pytest.raises(PlanError, match=r"f\[1\].*media-extension profiles .* are not planned") as err:
+        mig.check_mix(H100, ["3g.40gb", "1g.10gb+me"], "f")
+    assert err.value.value == "1g.10gb+me"
+    assert "+me" not in str(err.value).split("one of ")[1].split(":")[0]
 
 
 def test_a_model_without_mig_is_refused_by_name() -> None:
@@ -146,7 +167,7 @@ def test_the_search_holds_where_sums_are_not_enough() -> None:
 def test_every_mix_within_counts_and_sums_has_a_placement(key: str) -> None:
     """For the catalog's tables the search and the sums agree on every mix (exhaustive)."""
     geo = mig.geometry(GPUS[key])
-    names = list(geo.profiles)
+    names = mig.offered(geo)
     for size in range(1, geo.compute_slices + 1):
         for mix in itertools.combinations_with_replacement(names, size):
             if any(mix.count(n) > geo.profiles[n].max_instances for n in set(mix)):

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import gpu_model
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import alerts as mon
 
 PROMTOOL = shutil.which("promtool")
@@ -215,12 +216,12 @@ def test_alerts_follow_the_site() -> None:
     assert {"CoolantSupplyHigh", "CoolantFlowLow", "CoolantDeltaTHigh", "CoolantTelemetryAbsent"} <= set(tier4)
 
 
-def test_models_without_thermal_limits_get_no_temperature_alerts() -> None:
+def test_models_without_thermal_limits_take_the_inventorys() -> None:
     site, groups = load_inventory("tier3")
     site = copy.deepcopy(site)
     site["gpucluster_node"]["gpu_model"] = "b200"  # dossier 10.8: no thermal limits found
-    m = cluster_plan(site, groups)["monitoring"]
-    assert not [a for a in m["alerts"] if a.startswith("GpuTemperature")]
+    with pytest.raises(PlanError, match=r"gpu_temp_limits\.max_operating_c"):  # issue 43: refused, not unalerted
+        cluster_plan(site, groups)
     site["gpucluster_node"]["gpu_temp_limits"] = {"max_operating_c": 85}
     rules = _rules(cluster_plan(site, groups)["monitoring"])
     assert rules["GpuTemperatureCritical"]["expr"] == "DCGM_FI_DEV_GPU_TEMP >= 85"

@@ -173,6 +173,7 @@ def test_rtx_pro_6000_roce_site_plans_floors_within_its_links(tier3: tuple[dict[
         **site["gpucluster_node"],
         "gpu_model": "rtx_pro_6000",
         "gpu_limits": {"power_min_w": 300},
+        "gpu_temp_limits": {"max_operating_c": 87},  # required: no sourced limits for this card (issue 43)
     }
     site["gpucluster_gpu_policy"] = {
         **site["gpucluster_gpu_policy"],
