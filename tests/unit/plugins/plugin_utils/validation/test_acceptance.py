@@ -330,6 +330,17 @@ def test_port_error_gate_on_ibsim_counters() -> None:
     assert gates.gate_port_errors("c1", "mlx5_0", 1, None, installed=False)["status"] == "skipped"
 
 
+def test_a_sweep_the_play_did_not_run_is_skipped_with_its_reason(plans: dict[str, dict[str, Any]]) -> None:
+    plan = plans["tier2"]
+    why = "a lab container has no HCA (the lab reads perfquery on ibsim: molecule/shared/tests/test_opensm.py)"
+    hosts = {h: {"tools": {"perfquery": True}, "runs": {"port_errors": {"skipped": True, "skip_reason": why}}}
+             for h in ("compute01", "compute02")}  # fmt: skip
+    ports = [c for c in acceptance.acceptance_checks(plan, hosts) if c["name"].startswith("port_errors_")]
+    assert len(ports) == 16 and {(c["status"], c["reason"]) for c in ports} == {
+        ("skipped", f"not run: {why} (mlx5_0 port 1)")
+    } | {("skipped", f"not run: {why} (mlx5_{r} port 1)") for r in range(8)}
+
+
 def test_thresholds_are_infiniband_diags_own() -> None:
     """The values are the ones Debian's infiniband-diags ships in its error_thresholds file (commented out)."""
     shipped = Path("/etc/infiniband-diags/error_thresholds")
@@ -572,6 +583,7 @@ def test_validate_playbook_runs_fio_for_real(tmp_path: Path) -> None:
     assert {c["status"] for c in report["checks"] if c["name"].startswith("ib_write_bw")} == {"skipped"}
     for prefix in ("ib_write_lat", "port_errors"):
         assert {c["status"] for c in report["checks"] if c["name"].startswith(prefix)} == {"skipped"}
+    assert by[("port_errors_mlx5_0", ("compute01",))]["reason"].startswith("not installed: perfquery")
     local = by[("fio_read_local_scratch", ("compute02",))]
     assert local["status"] == "skipped" and local["measured"] > 0
     assert report["summary"]["result"] == "fail" and report["lab"] is True
@@ -638,6 +650,7 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
         f"validate_ib_write_bw={paths['ib_write_bw']} validate_dcgmi={paths['dcgmi']}",
         f"validate_scontrol={paths['scontrol']}",
         f"validate_ib_write_lat={paths['ib_write_lat']} validate_perfquery={paths['perfquery']}",
+        "validate_port_sweep=true",  # the lab default is off: a container has no HCA
         "validate_ib_duration_s=1 validate_drain_failed=true validate_dcgm_level=3",
     )
     intra = by[("all_reduce_intra_node", ("compute01",))]
