@@ -10,8 +10,9 @@ short_description: Gate the acceptance tools' results against the tier's floors 
 version_added: 0.1.0
 description:
   - Reads the raw outputs the validate play collected per compute node (nccl-tests C(all_reduce_perf),
-    perftest C(ib_write_bw), fio JSON, C(dcgmi diag -j)) and the head's multi-node C(all_reduce_perf)
-    run through Slurm, compares each result with the plan's floors (C(plan.validation)) and writes
+    perftest C(ib_write_bw) and C(ib_write_lat), C(perfquery) port counters, fio JSON, C(dcgmi diag -j))
+    and the head's multi-node C(all_reduce_perf) run through Slurm, compares each result with the plan's
+    floors (C(plan.validation)) and writes
     C(report.json) and C(report.md) under O(dest), plus each run's raw output under C(raw/<host>/).
   - all_reduce is gated on the large-message rows (at least C(plan.validation.gate_message_bytes), or the
     largest row present), never on C(# Avg bus bandwidth); a non-zero C(#wrong) fails the check.
@@ -28,7 +29,9 @@ options:
       - Per compute host, C(tools) (a mapping tool -> installed, or the list of installed tools) and C(runs).
       - C(runs) holds the registered command results C(all_reduce_intra_node) and C(dcgm_diag), and the loop
         registrations C(fio_write), C(fio_read) (items are C(plan.validation.tests.fio) targets) and
-        C(ib_write_bw) (items are C(plan.validation.tests.ib_write_bw) pairs, client side).
+        C(ib_write_bw) (items are C(plan.validation.tests.ib_write_bw) pairs, client side), C(ib_write_lat)
+        (items are C(plan.validation.tests.ib_write_lat) pairs, client side) and C(port_errors) (items are
+        C(plan.validation.tests.port_counters) ports, the C(perfquery -C <hca> -P <port>) output).
     type: dict
     default: {}
   cluster:

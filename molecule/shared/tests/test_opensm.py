@@ -7,6 +7,11 @@ Debian's opensm@<port GUID>.service does. ibsim and opensm run on the lab host (
 umad device); tools/lab/ibsim_check.py run_sm_check starts and stops them by PID. Every planned CA
 port (the compute nodes' rails and the head's SM ports) must reach ACTIVE, be a full member of the
 planned partition, and each subnet's SM must be master at the planned priority.
+
+The validate play's port error sweep runs here too, on the same simulated fabric: the real perfquery
+reads every planned compute HCA port's PortCounters (plan.validation.tests.port_counters), and the
+validate gate (plugin_utils/validation/gates.py) reads its output: every port is there, with its LID,
+and none is above infiniband-diags' error thresholds.
 """
 
 from __future__ import annotations
@@ -53,3 +58,29 @@ def test_opensm_from_the_heads_files_brings_every_planned_port_active(
         assert subnet["sm_state"] == "SMINFO_MASTER" and subnet["sm_priority"] == opensm["sm_priority"], subnet
         assert subnet["ipoib_group"] == {"pkey": "0xffff", "sl": plan["fabric"]["infiniband"]["service_level"] or 0}
     assert result["ok"], result
+
+
+def test_perfquery_sweep_reads_every_planned_port_on_ibsim(plan: dict[str, Any], tmp_path: Path) -> None:
+    ports = (plan.get("validation", {}).get("tests") or {}).get("port_counters") or []
+    if not ports:
+        pytest.skip(f"no InfiniBand compute ports to sweep (fabric {plan['fabric']['type']})")
+    missing = [t for t in ("ibsim", "perfquery") if not shutil.which(t)]
+    assert not missing and os.path.exists(UMAD2SIM), f"lab host lacks {missing or UMAD2SIM} (make deps)"
+    lab = _lab_tool()  # puts the collection on sys.path when run from the repository
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import ibsim
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import gates
+
+    sim = lab.Simulation(plan["fabric"]["cabling"], tmp_path, timeout=10)
+    checks, lids = [], set()
+    try:
+        sim.start()
+        for p in ibsim.perfquery_ports(ports):
+            done = lab._run(p["argv"], sim.client_env(p["sim_host"]), tmp_path, 10)
+            run = {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+            checks.append(gates.gate_port_errors(p["host"], p["hca"], p["port"], run, installed=True))
+            lids.add(checks[-1]["reason"].rsplit("LID ", 1)[-1])
+    finally:
+        sim.stop()
+    assert [c["status"] for c in checks] == ["pass"] * len(ports), [c for c in checks if c["status"] != "pass"]
+    assert {c["measured"] for c in checks} == {"0 over"}
+    assert len(lids) == len(ports)  # every planned port answered from its own LID

@@ -28,7 +28,10 @@ def test_report_lists_every_check_with_a_verdict(lab: Path, plan: dict[str, Any]
     others = [c for c in checks if not c["name"].startswith(("fio_", "storage"))]
     assert others and all(c["status"] == "skipped" for c in others), others
     no_fabric = plan["fabric"]["type"] == "none"  # tier1: no rail pairs to measure
-    tools = [c for c in others if not (no_fabric and c["name"].startswith("ib_write_bw"))]
+    # the port error sweep needs an HCA, which a container lacks: not run here (test_opensm.py runs it on ibsim)
+    ports = [c for c in others if c["name"].startswith("port_errors_")]
+    assert all(c["reason"].startswith("not run: a lab container has no HCA") for c in ports), ports
+    tools = [c for c in others if not (no_fabric and c["name"].startswith("ib_write_bw")) and c not in ports]
     assert tools and all(c["reason"].startswith("not installed") for c in tools), tools
     assert report["summary"]["result"] != "pass"
 

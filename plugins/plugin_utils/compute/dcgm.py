@@ -28,7 +28,24 @@ dcgm-exporter (docs/sources.md §5.4, ``etc/default-counters.csv`` [D3]) listens
 address, port ``monitoring.dcgm_exporter_port``, and reads the counters listed here: the
 stock default set plus ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` and (NVLink models)
 ``DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL``, which the stock file comments out and
-the alert rules GpuDoubleBitEcc and GpuNvlinkErrors need (docs/monitoring.md).
+the alert rules GpuDoubleBitEcc and GpuNvlinkErrors need (docs/monitoring.md), and the clock-event
+(throttle) fields the alerts GpuThermalThrottling and GpuHwSlowdown and the GPU dashboard's
+throttling panel read:
+
+- ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (field 112), the NVML clocks-event bitmask (nvml.h
+  ``nvmlClocksEventReasons``; DCGM's ``dcgm_fields.h`` calls its bits ``DCGM_CLOCKS_THROTTLE_REASON_*``,
+  "a 1:1 map to the NVML reasons"): 0x4 SW power cap, 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW
+  thermal, 0x80 HW power brake. DCGM 3.x called the field ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``;
+  the exporter resolves the CSV's names through go-dcgm's name table (``pkg/dcgm/const_fields.go``,
+  ``dcgmFields``), which for the DCGM 4 the plan needs (>= ``MIN_DCGM_VERSION``) knows only
+  ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (https://github.com/NVIDIA/go-dcgm/blob/main/pkg/dcgm/const_fields.go),
+  not the old name. A help text holds no comma: the file is CSV.
+- ``DCGM_FI_DEV_POWER_VIOLATION`` (240) and ``DCGM_FI_DEV_THERMAL_VIOLATION`` (241), cumulative time
+  the GPU was held below its application clocks by power or thermal limits (NVML
+  ``nvmlDeviceGetViolationStatus``, ``NVML_PERF_POLICY_POWER``/``_THERMAL``). The stock counters file
+  lists both, commented out (etc/default-counters.csv, "Errors and violations" [D3]). Their unit
+  differs between sources (``dcgm_fields.h``: usec; the exporter's etc/dcp-metrics-included.csv: ns),
+  so the rules read only whether they grow, never their size.
 
 The host engine (``hostengine``) is no network service: nv-hostengine listens, without
 authentication, on TCP 127.0.0.1:5555 by default, where any job on the node could change GPU
@@ -95,8 +112,8 @@ POLICY_CONSUMERS = {
 }
 
 # dcgm-exporter's counters (field, Prometheus type, help): the stock defaults of
-# etc/default-counters.csv (docs/sources.md [D3]; types as in that file), then the two error
-# counters the alert rules read, which the stock file leaves commented out.
+# etc/default-counters.csv (docs/sources.md [D3]; types as in that file), then the error, clock-event
+# and violation counters the alert rules read, which the stock file leaves commented out or lacks.
 _COUNTERS: tuple[tuple[str, str, str, bool], ...] = (
     # (field, type, help, needs NVLink)
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", False),
@@ -119,6 +136,17 @@ _COUNTERS: tuple[tuple[str, str, str, bool], ...] = (
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed.", False),
     # enabled by gpucluster.tiers: alert GpuDoubleBitEcc
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", False),
+    # enabled by gpucluster.tiers: alerts GpuThermalThrottling and GpuHwSlowdown, the GPU dashboard's
+    # throttling panel (field 112, DCGM 4 name; bits: nvml.h nvmlClocksEventReasons, see the module doc)
+    (
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "gauge",
+        "Current clock event (throttle) reasons: bitmask of NVML nvmlClocksEventReasons.",
+        False,
+    ),
+    # commented out in the stock file ("Errors and violations" [D3]); the unit is not read (module doc)
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints.", False),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints.", False),
     # enabled by gpucluster.tiers: alert GpuNvlinkErrors
     (
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",

@@ -2,7 +2,9 @@
 
 :func:`ibsim_netfile` renders the plan's expected cabling (``plan["fabric"]["cabling"]``) as a net
 file for ibsim; :func:`ibsim_limits` gives the node, switch and port counts ibsim must allow;
-:func:`lab_link` is the planned link rate and the one the simulator can carry.
+:func:`lab_link` is the planned link rate and the one the simulator can carry; :func:`perfquery_ports`
+is where the validate play's perfquery sweep (``plan.validation.tests.port_counters``) reads each
+planned port, in the simulator.
 tools/lab/ibsim_check.py runs ibsim and opensm with these, then checks the discovered fabric with
 module_utils/ibfabric.py, as the ``fabric_check`` module does on a real node.
 """
@@ -25,6 +27,10 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.ibfabric import (
 # The fastest speed Debian's ibsim 0.10 simulates: NDR in a net file comes out as SDR.
 IBSIM_MAX_SPEED = "HDR"
 IBSIM_DEFAULTS = {"nodes": 2048, "switches": 256, "ports": 13312}
+#: the CA name a simulated HCA has for its client (libumad2sim: ``ibstat`` shows ``CA 'ibsim0'``, type
+#: simulator, whichever HCA SIM_HOST names); perfquery reads it as ``-C ibsim0 -P <port>``
+IBSIM_CA = "ibsim0"
+PERFQUERY = "perfquery"
 
 
 def lab_link(cabling: dict[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[str, Any]:
@@ -111,3 +117,14 @@ def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
     hcas = len(cabling.get("hcas", [])) + len(cabling.get("sm_hcas") or [])
     ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
     return {"nodes": switches + hcas, "switches": switches, "ports": ports}
+
+
+def perfquery_ports(ports: list[dict[str, Any]], perfquery: str = PERFQUERY) -> list[dict[str, Any]]:
+    """The validate play's perfquery sweep in the simulator: per planned port (``host``, ``hca``,
+    ``port``: ``plan.validation.tests.port_counters``) the node id SIM_HOST names (``"<host> <hca>"``,
+    as in the net file) and the command that reads that port's PortCounters there. On a node the play
+    runs ``perfquery -C <hca> -P <port>``; in ibsim the HCA is the client's ``ibsim0``."""
+    return [
+        {**p, "sim_host": hca_desc(p["host"], p["hca"]), "argv": [perfquery, "-C", IBSIM_CA, "-P", str(p["port"])]}
+        for p in ports
+    ]

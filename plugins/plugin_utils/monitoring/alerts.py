@@ -14,6 +14,9 @@ GpuPowerAboveCap           gpu.clocks.power_limit_w        DCGM_FI_DEV_POWER_USA
 GpuXidError                any XID                         DCGM_FI_DEV_XID_ERRORS (last XID)
 GpuDoubleBitEcc            any DBE                         DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
 GpuNvlinkErrors            any new CRC flit error          DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL (NVLink models)
+GpuThermalThrottling       thermal bits 0x20/0x40 or a     DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+                           growing thermal violation time  DCGM_FI_DEV_THERMAL_VIOLATION
+GpuHwSlowdown              bits 0x8/0x80                   DCGM_FI_DEV_CLOCKS_EVENT_REASONS
 GpuExporterDown            scrape fails                    up{job="dcgm"}
 NodeDown                   scrape fails                    up{job="node"} (node-exporter)
 InfinibandPortDown         state != ACTIVE                 node_infiniband_state_id
@@ -120,6 +123,16 @@ ALERT_HELP: dict[str, tuple[str, str]] = {
     "GpuNvlinkErrors": (
         "NVLink CRC errors are rising: a degraded link slows collectives; drain the node and run dcgmi diag -r 2.",
         "fabric",
+    ),
+    "GpuThermalThrottling": (
+        "The GPU lowers its clocks for heat (SW or HW thermal slowdown) for minutes: jobs on the node run "
+        "slower; check its coolant or airflow and the GPU temperature.",
+        "gpu",
+    ),
+    "GpuHwSlowdown": (
+        "The GPU's hardware slowdown or power brake halves its clocks (over-temperature, or the PSU or "
+        "board asserts the power brake): drain the node and check its PSUs and cooling.",
+        "gpu",
     ),
     "NodeDown": (
         "Prometheus cannot scrape node-exporter: the host is down or unreachable on the management "
@@ -380,6 +393,95 @@ def _gpu_rules(r: _Rules, plan: dict[str, Any], gpu: dict[str, str]) -> None:
     )
 
 
+#: DCGM_FI_DEV_CLOCKS_EVENT_REASONS (dcgm.py): NVML's nvmlClocksEventReasons bits (nvml.h;
+#: DCGM dcgm_fields.h DCGM_CLOCKS_THROTTLE_REASON_*, "a 1:1 map to the NVML reasons")
+CLOCKS_EVENT = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+EVENT_SW_POWER_CAP = 0x4  # the power cap: normal for a loaded GPU at the planned -pl, never alerted
+EVENT_HW_SLOWDOWN = 0x8
+EVENT_SW_THERMAL = 0x20
+EVENT_HW_THERMAL = 0x40
+EVENT_HW_POWER_BRAKE = 0x80
+THERMAL_VIOLATION = "DCGM_FI_DEV_THERMAL_VIOLATION"
+#: how long a throttle must last to alert: the exporter samples every 30 s (docs/sources.md §5.4), and
+#: HW slowdown "may be also reported during PState or clock change" (dcgm_fields.h): minutes, not a sample
+THROTTLE_FOR = "5m"
+THROTTLE_WINDOW = "5m"
+
+
+def bit_test(metric: str, mask: int, width: int = 1) -> str:
+    """PromQL has no bitwise AND (https://prometheus.io/docs/prometheus/latest/querying/operators/):
+    ``floor(x / mask) % 2^width`` is non-zero exactly when one of the ``width`` bits from ``mask`` up is
+    set. The metric is an integer below 2^53 (NVML's bits end at 0x100), exact as a float64; DCGM's
+    blank values (>= 0x7ffffffffffffff0, no reading) round to 2^63, whose low bits are all zero."""
+    return f"floor({metric} / {mask}) % {2**width}"
+
+
+def _throttle_rules(r: _Rules, gpu: dict[str, str]) -> None:
+    """Sustained thermal throttling and HW slowdown (clock-event reasons and the thermal violation
+    counter; the power violation counter and the SW power cap bit only on the dashboard: a loaded GPU
+    at its planned power cap sits there by design, GpuPowerAboveCap watches the cap itself)."""
+    where = "GPU {gpu} on {host}"
+    thermal = bit_test(CLOCKS_EVENT, EVENT_SW_THERMAL, 2)  # 0x20 and 0x40 are adjacent bits
+    r.add(
+        "gpu_throttle",
+        "GpuThermalThrottling",
+        f"{thermal} > 0 or rate({THERMAL_VIOLATION}[{THROTTLE_WINDOW}]) > 0",
+        THROTTLE_FOR,
+        "warning",
+        f"{where} is thermally throttled (SW/HW thermal slowdown) for {THROTTLE_FOR}",
+        [
+            # HW thermal (0x40) with the power cap (0x4) set too; the violation counter still flat
+            {
+                "state": "fire",
+                "value": None,
+                "series": [
+                    (CLOCKS_EVENT, gpu, _num(EVENT_HW_THERMAL | EVENT_SW_POWER_CAP)),
+                    (THERMAL_VIOLATION, gpu, "0"),
+                ],
+                "labels": gpu,
+            },
+            # power cap, HW slowdown, power brake, idle: no thermal bit, and no thermal violation time
+            {
+                "state": "quiet",
+                "value": None,
+                "series": [
+                    (
+                        CLOCKS_EVENT,
+                        gpu,
+                        _num(0x1 | EVENT_SW_POWER_CAP | EVENT_HW_SLOWDOWN | EVENT_HW_POWER_BRAKE | 0x10),
+                    ),
+                    (THERMAL_VIOLATION, gpu, "5000"),
+                ],
+                "labels": gpu,
+            },
+        ],
+    )
+    slowdown = f"{bit_test(CLOCKS_EVENT, EVENT_HW_SLOWDOWN)} + {bit_test(CLOCKS_EVENT, EVENT_HW_POWER_BRAKE)}"
+    r.add(
+        "gpu_throttle",
+        "GpuHwSlowdown",
+        f"{slowdown} > 0",
+        THROTTLE_FOR,
+        "warning",
+        f"{where} is in HW slowdown or power brake for {THROTTLE_FOR}: clocks halved",
+        [
+            {
+                "state": "fire",
+                "value": None,
+                "series": [(CLOCKS_EVENT, gpu, _num(EVENT_HW_POWER_BRAKE))],
+                "labels": gpu,
+            },
+            # SW power cap and SW/HW thermal (GpuThermalThrottling's) and display clocks (0x100): not this alert
+            {
+                "state": "quiet",
+                "value": None,
+                "series": [(CLOCKS_EVENT, gpu, _num(EVENT_SW_POWER_CAP | EVENT_SW_THERMAL | EVENT_HW_THERMAL | 0x100))],
+                "labels": gpu,
+            },
+        ],
+    )
+
+
 def _up_rule(r: _Rules, name: str, job: str, severity: str, labels: dict[str, str], summary: str) -> None:
     lab = {"job": job, **labels}
     cases = [
@@ -513,6 +615,7 @@ def alert_rules(plan: Mapping[str, Any]) -> dict[str, Any]:
     r = _Rules(grafana)
     gpu = {"job": "dcgm", "instance": f"{addr}:{DCGM_EXPORTER_PORT}", "host": compute, "role": "compute", "gpu": "0"}
     _gpu_rules(r, plan, gpu)
+    _throttle_rules(r, gpu)
     node = {"instance": f"{addr}:{NODE_EXPORTER_PORT}", "host": compute, "role": "compute"}
     _up_rule(r, "NodeDown", "node", "critical", node, "{host} ({instance}) does not answer: host or node-exporter down")
     _up_rule(

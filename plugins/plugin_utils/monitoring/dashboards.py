@@ -12,9 +12,10 @@ its typed dashboard model and check that nothing is lost or changed
 
 What the dashboards show and where each metric comes from (:data:`METRIC_SOURCES`):
 
-- ``gpu``: utilisation, power, temperature, SM and memory clocks, framebuffer used and the last
-  XID per GPU, from dcgm-exporter: only the counters the plan enables (``plan.dcgm.exporter.counters``,
-  the compute role's dcgm-exporter counters file). The power and temperature panels draw the alert
+- ``gpu``: utilisation, power, temperature, SM and memory clocks, framebuffer used, throttling
+  (clock-event reasons and violation time) and the last XID per GPU, from dcgm-exporter: only the
+  counters the plan enables (``plan.dcgm.exporter.counters``, the compute role's dcgm-exporter
+  counters file). The power and temperature panels draw the alert
   thresholds (``plan.monitoring.thresholds``).
 - ``fabric``: NVLink bandwidth and CRC errors (dcgm-exporter), InfiniBand port traffic, errors,
   state and rate of the HCAs the plan cables (node-exporter's infiniband collector), with the
@@ -45,13 +46,20 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
+    CLOCKS_EVENT,
     COOLANT_METRICS,
+    EVENT_HW_POWER_BRAKE,
+    EVENT_HW_SLOWDOWN,
+    EVENT_SW_POWER_CAP,
+    EVENT_SW_THERMAL,
     FLOW,
     GRAFANA_PORT,
     IB_ACTIVE,
     NVLINK_WINDOW,
     RETURN,
     SUPPLY,
+    THERMAL_VIOLATION,
+    bit_test,
     dashboard_uid,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.slurm_queue import exporter_metrics
@@ -177,6 +185,7 @@ def _gpu_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
     sel = "{" + HOST + "}"
     gpu = "{{host}} GPU {{gpu}}"
     ok = Step(None, "green")
+    events = f"{CLOCKS_EVENT}{sel}"
     candidates = [
         Panel("GPU utilisation", [Query(f"DCGM_FI_DEV_GPU_UTIL{sel}", gpu)], "percent"),
         Panel(
@@ -201,6 +210,33 @@ def _gpu_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
         ),
         Panel("Memory clock (MHz)", [Query(f"DCGM_FI_DEV_MEM_CLOCK{sel}", gpu)], "none"),
         Panel("Framebuffer used", [Query(f"DCGM_FI_DEV_FB_USED{sel}", gpu)], "mbytes"),
+        Panel(
+            "Throttling (clock-event reasons)",
+            [
+                Query(f"clamp_max({bit_test(events, EVENT_SW_THERMAL, 2)}, 1)", f"{gpu} thermal"),
+                Query(
+                    f"clamp_max({bit_test(events, EVENT_HW_SLOWDOWN)} + {bit_test(events, EVENT_HW_POWER_BRAKE)}, 1)",
+                    f"{gpu} HW slowdown/power brake",
+                ),
+                Query(bit_test(events, EVENT_SW_POWER_CAP), f"{gpu} power cap"),
+            ],
+            "none",
+            description="1 while the reason holds (DCGM_FI_DEV_CLOCKS_EVENT_REASONS, NVML clocks-event bits): "
+            "thermal = SW/HW thermal slowdown 0x20/0x40 (GpuThermalThrottling), HW slowdown 0x8 or power brake "
+            "0x80 (GpuHwSlowdown), power cap 0x4: normal for a loaded GPU at the planned power limit.",
+        ),
+        Panel(
+            "Throttle time (violation counters)",
+            [
+                Query(f"rate({THERMAL_VIOLATION}{sel}[{RATE_WINDOW}])", f"{gpu} thermal"),
+                Query(f"rate(DCGM_FI_DEV_POWER_VIOLATION{sel}[{RATE_WINDOW}])", f"{gpu} power"),
+            ],
+            "short",
+            description="Growth of the time the GPU was held below its application clocks by thermal or power "
+            "limits (DCGM_FI_DEV_THERMAL_VIOLATION/POWER_VIOLATION). Any thermal growth for 5 minutes fires "
+            "GpuThermalThrottling; power growth at the planned power cap is expected. DCGM documents the unit "
+            "as microseconds, dcgm-exporter as nanoseconds: read the shape, not the scale.",
+        ),
         Panel(
             "Last XID error",
             [Query(f"DCGM_FI_DEV_XID_ERRORS{sel}", gpu)],

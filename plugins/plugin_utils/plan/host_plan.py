@@ -45,6 +45,8 @@ SHARED: tuple[str, ...] = (
     "storage.lustre.oss",
     "storage.lustre.server_nids",
     "validation.tests.ib_write_bw",
+    "validation.tests.ib_write_lat",
+    "validation.tests.port_counters",
 )
 
 #: Which hosts keep a shared table (by role); the others get an empty one of the same type.
@@ -67,6 +69,8 @@ KEEP_ON: dict[str, frozenset[str]] = {
     "storage.lustre.server_nids": frozenset({groups.STORAGE}),
     # the rail pairs of the acceptance tests (playbooks/validate.yml runs them on the compute nodes)
     "validation.tests.ib_write_bw": frozenset({groups.COMPUTE}),
+    "validation.tests.ib_write_lat": frozenset({groups.COMPUTE}),
+    "validation.tests.port_counters": frozenset({groups.COMPUTE}),  # perfquery per planned HCA port
 }
 
 #: Host-indexed parts narrowed to the host: a mapping keeps only the host's key, a list of host

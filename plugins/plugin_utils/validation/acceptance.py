@@ -3,7 +3,8 @@
 Two halves, both pure:
 
 - what to run, from the plan (:func:`acceptance_tests`, stored as ``plan.validation.tests``):
-  the all_reduce sizes, the ib_write_bw rail ring, the fio targets (:func:`fio_jobs`);
+  the all_reduce sizes, the ib_write_bw and ib_write_lat rail ring, the HCA ports whose error
+  counters perfquery reads, the fio targets (:func:`fio_jobs`);
 - what the results mean (:func:`acceptance_checks`): every check as a dict ``{name, nodes,
   measured, floor, unit, status: pass|fail|skipped, reason, drain}`` and the report built
   from them (:func:`acceptance_report`, :func:`report_markdown`, :func:`drain_list`).
@@ -29,12 +30,19 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates 
     gate_dcgm,
     gate_fio,
     gate_ib_write_bw,
+    gate_ib_write_lat,
+    gate_port_errors,
     loop_results,
     make_check,
     tool_installed,
 )
 
 IB_BASE_PORT = 18515  # perftest DEF_PORT; rail r listens on DEF_PORT + r
+#: ib_write_lat servers listen apart from ib_write_bw's (rail r: IB_LAT_BASE_PORT + r), so a bw server
+#: still winding down never takes a latency client's connection
+IB_LAT_BASE_PORT = IB_BASE_PORT + 100
+#: an HCA's InfiniBand port: the cabling plugs port 1 of each planned HCA (fabric/ibsim.py's net file too)
+HCA_PORT = 1
 FIO_SUBDIR = ".gpucluster-validate"
 TOOLS = {
     "all_reduce_intra_node": "all_reduce_perf",
@@ -42,6 +50,8 @@ TOOLS = {
     "ib_write_bw": "ib_write_bw",
     "fio": "fio",
     "dcgm_diag": "dcgmi",
+    "ib_write_lat": "ib_write_lat",
+    "port_errors": "perfquery",
 }
 DRAIN_REASON_MAX = 200
 
@@ -130,6 +140,28 @@ def ib_write_bw_pairs(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return pairs
 
 
+def ib_write_lat_pairs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """ib_write_lat on the same ring as ib_write_bw (node i -> node i+1, every rail), on its own ports.
+
+    RDMA writes only on a verbs fabric: InfiniBand, or RoCE through rdma_cm (-R) like ib_write_bw.
+    """
+    return [{**pair, "port": IB_LAT_BASE_PORT + pair["rail"]} for pair in ib_write_bw_pairs(plan)]
+
+
+def port_counter_ports(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every planned compute HCA port whose perfquery counters the sweep reads (InfiniBand only:
+    perfquery reads InfiniBand PortCounters through the subnet's management datagrams)."""
+    fab = plan["fabric"]
+    if fab["type"] != "infiniband":
+        return []
+    hosts = plan["hosts"]
+    return [
+        {"host": h["host"], "hca": h["hca"], "port": HCA_PORT, "rail": h["rail"]}
+        for h in (fab.get("cabling") or {}).get("hcas") or []
+        if "compute" in hosts.get(h["host"], {}).get("roles", [])
+    ]
+
+
 #: Why a MIG-partitioned node is left out of the whole-GPU all_reduce tests (docs/sources.md [G1]): a CUDA
 #: process sees one MIG device, and MIG instances have no peer-to-peer (NVLink or PCIe) between them.
 MIG_EXCLUDED = (
@@ -167,6 +199,8 @@ def acceptance_tests(plan: Mapping[str, Any]) -> dict[str, Any]:
             "excluded": excluded,
         },
         "ib_write_bw": ib_write_bw_pairs(plan),
+        "ib_write_lat": ib_write_lat_pairs(plan),
+        "port_counters": port_counter_ports(plan),
         "fio": fio_jobs(plan),
     }
 
@@ -186,7 +220,8 @@ def acceptance_checks(
     ``hosts``: compute host -> ``{"tools": {tool: bool} | [tool, ...], "runs": {...}}`` with runs
     ``all_reduce_intra_node``, ``dcgm_diag`` (registered command results), ``fio_write`` and
     ``fio_read`` (target name -> result, or the loop registration), ``ib_write_bw`` (rail ->
-    client result, or the loop registration). ``cluster``: the head's ``{"tools", "runs":
+    client result, or the loop registration), ``ib_write_lat`` (the same, by rail), ``port_errors``
+    (hca -> perfquery result, or the loop registration). ``cluster``: the head's ``{"tools", "runs":
     {"all_reduce_inter_node": ...}}``; its tools must include srun.
     """
     val = plan["validation"]
@@ -265,6 +300,38 @@ def acceptance_checks(
     else:
         why = reasons.get("nic_write_bw_gbps") or ("single node" if len(compute) < 2 else "no compute fabric")
         checks.append(make_check("ib_write_bw", compute, None, nic_floor, "Gb/s", SKIPPED, f"no pairs: {why}"))
+
+    lat_runs = {h: loop_results(run(h, "ib_write_lat"), "rail") for h in compute}
+    for pair in tests.get("ib_write_lat") or []:
+        c, s = pair["client"], pair["server"]
+        lacking = [h for h in (c, s) if entry(h) and not tool_installed(entry(h), "ib_write_lat")]
+        run_ = lat_runs[c].get(str(pair["rail"]))
+        if entry(c) and not entry(s):
+            run_ = None  # the server host sent nothing: no result, a failure
+        check = gate_ib_write_lat(pair, run_, installed=not lacking)
+        if lacking:
+            check["reason"] = check["reason"].replace("ib_write_lat", f"ib_write_lat on {', '.join(lacking)}", 1)
+        checks.append(check)
+
+    def port_run(host: str, hca: str) -> Any:
+        """The perfquery result of one port; a sweep the play did not run (a lab container has no
+        HCA) is one skipped registration with its reason, the same for every port of the host."""
+        registered = run(host, "port_errors")
+        if isinstance(registered, dict) and registered.get("skipped") and "results" not in registered:
+            return registered
+        return loop_results(registered, "hca").get(hca)
+
+    for p in tests.get("port_counters") or []:
+        h = p["host"]
+        checks.append(
+            gate_port_errors(
+                h,
+                p["hca"],
+                p["port"],
+                port_run(h, p["hca"]),
+                installed=tool_installed(entry(h), "perfquery") or not entry(h),
+            )
+        )
 
     floors = {"write": val.get("storage_write_gbps"), "read": val.get("storage_read_gbps")}
     for target in tests["fio"]:

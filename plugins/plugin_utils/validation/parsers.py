@@ -12,6 +12,13 @@ Formats, with where each was taken from:
 - perftest ``ib_write_bw``: ``RESULT_FMT_G``/``RESULT_FMT`` and ``REPORT_FMT`` of
   ``src/perftest_parameters.h`` (linux-rdma/perftest); ``--report_gbits`` reports Gb/s
   (1e9 bit/s, ``format_factor = 125000000``), otherwise MB/s (``0x100000`` B/s).
+- perftest ``ib_write_lat``/``ib_send_lat``: the header ``#bytes #iterations t_min[usec] t_max[usec]
+  t_typical[usec] t_avg[usec] t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]`` and one
+  row per size (``REPORT_FMT_LAT`` of ``src/perftest_parameters.h``, perftest >= 4.x; older builds
+  print the first five columns only). Lines such as ``Conflicting CPU frequency values detected``
+  may sit between the header and a row. Real samples: tests/data/acceptance/README.md.
+- infiniband-diags ``perfquery [-C <ca> -P <port>]``: ``# Port counters: Lid N port P (CapMask: ...)``
+  then ``Name:....value`` lines (infiniband-diags 44.0, recorded on ibsim: tests/data/perfquery/).
 - fio ``--output-format=json``: ``jobs[].read|write.bw`` in KiB/s and ``bw_bytes`` in B/s
   (fio >= 3.x); one entry per job, or per group with ``--group_reporting``.
 - ``dcgmi diag -r N -j``: DCGM 4.x ``{"DCGM Diagnostic": {"test_categories": [{"category",
@@ -179,6 +186,86 @@ def parse_ib_write_bw(text: str) -> dict[str, Any]:
         "bw_avg_gbps": largest["bw_avg_gbps"],
         "errors": errors,
     }
+
+
+# ---------------------------------------------------------------- perftest latency
+
+_LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+t_typical\[usec\]")
+_LAT_COLUMNS = ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9")
+_LAT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+[\d.]+){3,7})\s*$")
+_LAT_TOOLS = {"RDMA_Write Latency Test": "ib_write_lat", "Send Latency Test": "ib_send_lat"}
+
+
+def parse_ib_lat(text: str) -> dict[str, Any]:
+    """ib_write_lat/ib_send_lat (client side): result rows in usec; ``typical_us`` of the smallest message.
+
+    Rows carry ``t_min``, ``t_max``, ``t_typical`` and, where perftest prints them, ``t_avg``,
+    ``t_stdev``, ``p99`` and ``p99_9`` (usec). Lines between rows that are not rows (CPU frequency
+    warnings) are skipped; an error line before the header is kept in ``errors``.
+    """
+    fields: dict[str, str] = {}
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    tool = None
+    header = False
+    for line in (text or "").splitlines():
+        for title, name in _LAT_TOOLS.items():
+            if title in line:
+                tool = name
+        if not header:
+            if _LAT_HEADER.search(line):
+                header = True
+                continue
+            for key, value in _IB_FIELD.findall(line):
+                fields.setdefault(key, value)
+            low = line.lower()
+            if "couldn't" in low or "unable" in low or "failed" in low or "error" in low:
+                errors.append(line.strip())
+            continue
+        if m := _LAT_ROW.match(line):
+            values = [float(v) for v in m.group(3).split()]
+            row: dict[str, Any] = {"bytes": int(m.group(1)), "iterations": int(m.group(2))}
+            row.update(dict(zip(_LAT_COLUMNS, values, strict=False)))
+            rows.append(row)
+    if not header or not rows:
+        raise ParseError("no perftest latency result line (#bytes #iterations t_min t_max t_typical ...)")
+    smallest = min(rows, key=lambda r: r["bytes"])
+    return {
+        "tool": tool,
+        "device": fields.get("Device"),
+        "link_type": fields.get("Link type"),
+        "rows": rows,
+        "msg_bytes": smallest["bytes"],
+        "typical_us": smallest["t_typical"],
+        "p99_us": smallest.get("p99"),
+        "max_us": smallest["t_max"],
+        "errors": errors,
+    }
+
+
+# ---------------------------------------------------------------- perfquery (port counters)
+
+_PQ_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (\d+) port (\d+)")
+_PQ_FIELD = re.compile(r"^(\w+):\.+(\S+)\s*$")
+
+
+def parse_perfquery(text: str) -> dict[str, Any]:
+    """perfquery's PortCounters: ``{"lid", "port", "counters": {name: int}}`` (hex selects as ints)."""
+    lid = port = None
+    counters: dict[str, int] = {}
+    for line in (text or "").splitlines():
+        if m := _PQ_HEADER.match(line):
+            lid, port = int(m.group(1)), int(m.group(2))
+            continue
+        if lid is not None and (m := _PQ_FIELD.match(line)):
+            name, value = m.groups()
+            try:
+                counters[name] = int(value, 0)
+            except ValueError:
+                continue
+    if lid is None or not counters:
+        raise ParseError("no perfquery port counters (# Port counters: Lid N port P, then Name:....value)")
+    return {"lid": lid, "port": port, "counters": counters, "extended": "extended" in text.split("\n", 1)[0]}
 
 
 # ---------------------------------------------------------------- fio and dcgmi (JSON)

@@ -331,3 +331,19 @@ def test_services_are_started_only_with_the_repository() -> None:
     fabric_manager, start = started  # Fabric Manager first (NVSwitch boards), then the GPU daemons
     assert "fabric_manager.service" in fabric_manager["ansible.builtin.systemd_service"]["name"]
     assert start["loop"] == ["nvidia-persistenced.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service"]
+
+
+def test_exporter_reads_the_clock_event_reasons_and_violation_counters(tier_plan: dict[str, Any]) -> None:
+    """Field 112 by its DCGM 4 name (go-dcgm's name table has no DCGM_FI_DEV_CLOCK_THROTTLE_REASONS), the
+    thermal and power violation counters the stock file comments out; CSV help texts hold no comma."""
+    counters = {c["field"]: c for c in tier_plan["dcgm"]["exporter"]["counters"]}
+    assert counters["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]["type"] == "gauge"
+    assert counters["DCGM_FI_DEV_THERMAL_VIOLATION"]["type"] == "counter"
+    assert counters["DCGM_FI_DEV_POWER_VIOLATION"]["type"] == "counter"
+    assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in counters
+    assert all("," not in c["help"] for c in counters.values())
+    host = _compute_hosts(tier_plan)[0]
+    lines = [line for line in _render("dcgm-exporter-counters.csv.j2", tier_plan, host).splitlines() if line]
+    rows = [line.split(",") for line in lines if not line.startswith("#")]
+    assert all(len(row) == 3 for row in rows)
+    assert {r[0]: r[1].strip() for r in rows}["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == "gauge"

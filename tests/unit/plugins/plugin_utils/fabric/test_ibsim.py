@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from conftest import fabric, host_link
+from conftest import cluster_plan, fabric, host_link, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import ibsim
 
@@ -46,3 +46,15 @@ def test_netfile_renders_ndr_as_hdr_and_says_so() -> None:
     narrowed = copy.deepcopy(cabling)
     host_link(narrowed, "compute03", 6)["width"] = "1x"
     assert '[3] "compute03 mlx5_6"[1] # "compute03 mlx5_6" lid 31 1xHDR' in ibsim.ibsim_netfile(narrowed)
+
+
+def test_perfquery_ports_name_each_planned_port_as_the_netfile_does() -> None:
+    plan = cluster_plan(*load_inventory("tier3"))
+    ports = plan["validation"]["tests"]["port_counters"]
+    sweep = ibsim.perfquery_ports(ports)
+    assert len(sweep) == len(ports) == 32
+    text = ibsim.ibsim_netfile(plan["fabric"]["cabling"])
+    for p in sweep:
+        assert f'Hca 1 "{p["sim_host"]}" # "{p["sim_host"]}"' in text  # SIM_HOST picks that HCA
+        assert p["argv"] == ["perfquery", "-C", "ibsim0", "-P", "1"]
+    assert sweep[0]["sim_host"] == "compute01 mlx5_0"

@@ -365,3 +365,42 @@ def test_the_rule_filters_refuse_what_is_not_the_plans_rule_data() -> None:
         filters["gpucluster.tiers.prometheus_rules"]({"rules": []})
     with pytest.raises(AnsibleFilterError, match=r"plan\.monitoring\.rule_tests.*a list 'tests'"):
         filters["gpucluster.tiers.prometheus_rule_tests"]("tests")
+
+
+# --- throttling: clock-event bits without a bitwise AND --------------------------------------
+
+
+def _eval_bits(expr: str, value: int) -> float:
+    """Evaluate a bit_test expression (floor, /, %, +) for one sample, as PromQL does on float64."""
+    import math
+
+    text = expr.replace(mon.CLOCKS_EVENT, repr(float(value))).replace("floor(", "math.floor(")
+    return float(eval(text, {"math": math}))  # our own expression: numbers only
+
+
+def test_the_bit_tests_decode_every_clock_event_mask() -> None:
+    thermal = mon.bit_test(mon.CLOCKS_EVENT, mon.EVENT_SW_THERMAL, 2)
+    slowdown = f"{mon.bit_test(mon.CLOCKS_EVENT, mon.EVENT_HW_SLOWDOWN)} + " + mon.bit_test(
+        mon.CLOCKS_EVENT, mon.EVENT_HW_POWER_BRAKE
+    )
+    for value in range(0x200):  # NVML's bits end at 0x100
+        assert (_eval_bits(thermal, value) > 0) == bool(value & 0x60), hex(value)
+        assert (_eval_bits(slowdown, value) > 0) == bool(value & 0x88), hex(value)
+
+
+def test_a_blank_dcgm_value_is_no_throttle() -> None:
+    """DCGM's blank int64 (0x7ffffffffffffff0 and up: no reading) is 2^63 as a float64: no bit below it."""
+    for blank in (0x7FFFFFFFFFFFFFF0, 0x7FFFFFFFFFFFFFFF):
+        assert _eval_bits(mon.bit_test(mon.CLOCKS_EVENT, mon.EVENT_SW_THERMAL, 2), blank) == 0
+        assert _eval_bits(mon.bit_test(mon.CLOCKS_EVENT, mon.EVENT_HW_SLOWDOWN), blank) == 0
+
+
+def test_throttle_alerts_leave_the_power_cap_alone(tier: str) -> None:
+    rules = _rules(_plan(tier)["monitoring"])
+    assert rules["GpuThermalThrottling"]["expr"] == (
+        "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 4 > 0 or rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) > 0"
+    )
+    assert rules["GpuHwSlowdown"]["expr"] == (
+        "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 8) % 2 + floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 128) % 2 > 0"
+    )
+    assert "POWER_VIOLATION" not in str(rules) and "/ 4)" not in str(rules)

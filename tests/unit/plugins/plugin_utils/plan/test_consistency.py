@@ -246,6 +246,8 @@ def _rule_table(plan: dict[str, Any]) -> dict[str, tuple[str | None, float | Non
         "GpuDoubleBitEcc": (">", 0, set(), 1),
         "NodeDown": ("==", 0, set(), 1),
         "GpuExporterDown": ("==", 0, set(), 1),
+        "GpuThermalThrottling": (">", 0, set(), 1),  # clock-event bits and a growing counter: no limit
+        "GpuHwSlowdown": (">", 0, set(), 1),
     }
     if plan["gpu"]["model"].get("nvlink_gen") is not None:  # no NVLink, no NVLink counter, no alert (alerts.py)
         table["GpuNvlinkErrors"] = (">", 0, set(), 1)

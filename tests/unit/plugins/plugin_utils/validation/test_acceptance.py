@@ -19,7 +19,14 @@ from conftest import ROOT, cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance, gates
 
 DATA = ROOT / "tests" / "data" / "acceptance"
-TOOLS = {"all_reduce_perf": True, "ib_write_bw": True, "fio": True, "dcgmi": True}
+TOOLS = {
+    "all_reduce_perf": True,
+    "ib_write_bw": True,
+    "fio": True,
+    "dcgmi": True,
+    "ib_write_lat": True,
+    "perfquery": True,
+}
 
 
 def _read(name: str) -> str:
@@ -256,6 +263,93 @@ def test_dcgm_gate() -> None:
     assert broken["status"] == "fail" and "host engine" in broken["reason"]
 
 
+# ---------------------------------------------------------------- ib_write_lat and the port error sweep
+
+PERFQUERY = ROOT / "tests" / "data" / "perfquery"
+
+
+def test_ib_write_lat_ring_on_its_own_ports(plans: dict[str, dict[str, Any]]) -> None:
+    for tier in ("tier2", "tier3", "tier4"):
+        tests = plans[tier]["validation"]["tests"]
+        bw, lat = tests["ib_write_bw"], tests["ib_write_lat"]
+        assert [(p["rail"], p["client"], p["server"]) for p in lat] == [
+            (p["rail"], p["client"], p["server"]) for p in bw
+        ]
+        assert {p["port"] for p in lat}.isdisjoint({p["port"] for p in bw})
+        assert all(p["port"] == acceptance.IB_LAT_BASE_PORT + p["rail"] for p in lat)
+    assert plans["tier1"]["validation"]["tests"]["ib_write_lat"] == []  # one node: no pair
+
+
+def test_port_sweep_covers_every_planned_compute_hca(plans: dict[str, dict[str, Any]]) -> None:
+    for tier in ("tier2", "tier3", "tier4"):
+        plan = plans[tier]
+        ports = plan["validation"]["tests"]["port_counters"]
+        cabled = {(h["host"], h["hca"]) for h in plan["fabric"]["cabling"]["hcas"]}
+        assert {(p["host"], p["hca"]) for p in ports} == cabled
+        assert {p["port"] for p in ports} == {1}
+        assert not any(p["host"].startswith("head") for p in ports)  # the SM's ports are no compute rail
+    assert plans["tier1"]["validation"]["tests"]["port_counters"] == []
+
+
+def test_ib_write_lat_gate_on_real_runs() -> None:
+    pair = {"rail": 0, "client": "c1", "server": "c2", "client_hca": "mlx5_0", "server_hca": "mlx5_0"}
+    ok = gates.gate_ib_write_lat(pair, _reg(_read("ib_write_lat_hdr_mlx5_sizes.txt")), installed=True)
+    assert (ok["status"], ok["measured"], ok["floor"], ok["unit"]) == ("pass", 1.87, gates.IB_LAT_CEILING_US, "us")
+    assert ok["reason"].startswith("typical at 2 B, 99% 2.03 us, max 5.41 us, c1:mlx5_0 -> c2:mlx5_0")
+    slow = gates.gate_ib_write_lat(pair, _reg(_read("ib_write_lat_hdr_mlx5_sizes.txt")), installed=True, ceiling=1.5)
+    assert slow["status"] == "fail" and slow["reason"].startswith("1.87 > 1.5") and slow["drain"] == ["c1", "c2"]
+    refused = gates.gate_ib_write_lat(pair, _reg(" Couldn't connect to 10.0.0.2:18615\n", rc=1), installed=True)
+    assert refused["status"] == "fail" and refused["measured"] is None
+    gone = gates.gate_ib_write_lat(pair, None, installed=False)
+    assert gone["status"] == "skipped" and gone["reason"].startswith("not installed: ib_write_lat")
+
+
+def test_port_error_gate_on_ibsim_counters() -> None:
+    clean = gates.gate_port_errors("c1", "mlx5_0", 1, _reg((PERFQUERY / "ibsim-clean.txt").read_text()), installed=True)
+    assert (clean["status"], clean["measured"]) == ("pass", "0 over") and clean["reason"] == "mlx5_0 port 1 (LID 2)"
+    bad = gates.gate_port_errors("c2", "mlx5_3", 1, _reg((PERFQUERY / "ibsim-errors.txt").read_text()), installed=True)
+    assert bad["status"] == "fail" and bad["measured"] == "2 over" and bad["drain"] == ["c2"]
+    # LinkDownedCounter 3 and PortXmitDiscards 12 are within infiniband-diags' thresholds (10, 100)
+    assert bad["reason"] == "SymbolErrorCounter 1234 > 10, PortRcvErrors 57 > 10; mlx5_3 port 1 (LID 13)"
+    strict = gates.gate_port_errors(
+        "c2",
+        "mlx5_3",
+        1,
+        _reg((PERFQUERY / "ibsim-errors.txt").read_text()),
+        installed=True,
+        thresholds=dict.fromkeys(gates.PORT_ERROR_THRESHOLDS, 0),
+    )
+    assert strict["measured"] == "4 over"
+    ext = gates.gate_port_errors(
+        "c1", "mlx5_0", 1, _reg((PERFQUERY / "ibsim-extended.txt").read_text()), installed=True
+    )
+    assert ext["status"] == "fail" and "(extended counters only)" in ext["reason"]
+    nodev = (PERFQUERY / "ibsim-no-such-ca.txt").read_text()
+    failed = gates.gate_port_errors("c1", "mlx5_0", 1, _reg("", rc=255, stderr=nodev), installed=True)
+    assert failed["status"] == "fail" and "Failed to open 'mlx5_0' port '1'" in failed["reason"]
+    assert gates.gate_port_errors("c1", "mlx5_0", 1, None, installed=False)["status"] == "skipped"
+
+
+def test_a_sweep_the_play_did_not_run_is_skipped_with_its_reason(plans: dict[str, dict[str, Any]]) -> None:
+    plan = plans["tier2"]
+    why = "a lab container has no HCA (the lab reads perfquery on ibsim: molecule/shared/tests/test_opensm.py)"
+    hosts = {h: {"tools": {"perfquery": True}, "runs": {"port_errors": {"skipped": True, "skip_reason": why}}}
+             for h in ("compute01", "compute02")}  # fmt: skip
+    ports = [c for c in acceptance.acceptance_checks(plan, hosts) if c["name"].startswith("port_errors_")]
+    assert len(ports) == 16 and {(c["status"], c["reason"]) for c in ports} == {
+        ("skipped", f"not run: {why} (mlx5_0 port 1)")
+    } | {("skipped", f"not run: {why} (mlx5_{r} port 1)") for r in range(8)}
+
+
+def test_thresholds_are_infiniband_diags_own() -> None:
+    """The values are the ones Debian's infiniband-diags ships in its error_thresholds file (commented out)."""
+    shipped = Path("/etc/infiniband-diags/error_thresholds")
+    if not shipped.exists():
+        pytest.skip("infiniband-diags not installed")
+    values = dict(line.lstrip("#").strip().split("=") for line in shipped.read_text().splitlines() if "=" in line)
+    assert {k: int(v) for k, v in values.items() if k != "PortXmitWait"} == gates.PORT_ERROR_THRESHOLDS
+
+
 # ---------------------------------------------------------------- the whole tier
 
 
@@ -281,6 +375,21 @@ def _tier2_results(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
                 "fio_write": _loop(fio_targets, [_reg(_read("fio_write_4jobs_group.json"))] * len(fio_targets)),
                 "fio_read": _loop(fio_targets, [_reg(_read("fio_read_4jobs_group.json"))] * len(fio_targets)),
                 "ib_write_bw": _loop(pairs, ib),
+                "ib_write_lat": _loop(
+                    lat := [p for p in tests["ib_write_lat"] if p["client"] == host],
+                    [_reg(_read("ib_write_lat_hdr_mlx5_sizes.txt"))] * len(lat),
+                ),
+                "port_errors": _loop(
+                    ports := [p for p in tests["port_counters"] if p["host"] == host],
+                    [
+                        _reg(
+                            (
+                                PERFQUERY / ("ibsim-errors.txt" if p["hca"] == "mlx5_3" else "ibsim-clean.txt")
+                            ).read_text()
+                        )
+                        for p in ports
+                    ],
+                ),
             },
         }
     cluster = {
@@ -319,20 +428,29 @@ def test_tier2_below_floor_report_fails(plans: dict[str, dict[str, Any]]) -> Non
     dcgm = {c["nodes"][0]: c for c in _by_name(checks, "dcgm_diag_r3")}
     assert dcgm["compute01"]["status"] == "pass" and dcgm["compute02"]["status"] == "fail"
 
+    lat = [c for c in checks if c["name"].startswith("ib_write_lat_rail")]
+    assert len(lat) == 16 and {(c["status"], c["measured"]) for c in lat} == {("pass", 1.87)}
+    ports = [c for c in checks if c["name"].startswith("port_errors_")]
+    assert len(ports) == 16
+    assert {c["nodes"][0] for c in ports if c["status"] == "fail"} == {"compute01", "compute02"}
+    assert {c["name"] for c in ports if c["status"] == "fail"} == {"port_errors_mlx5_3"}
+
     report = acceptance.acceptance_report(plan, checks)
     assert report["summary"]["result"] == "fail"
-    assert report["summary"]["fail"] == 1 + 1 + 2 + 2 + 1  # intra, inter, rail3 x2, fio write+read, dcgm
+    # intra, inter, rail3 x2, fio write+read, dcgm, port errors on mlx5_3 x2
+    assert report["summary"]["fail"] == 1 + 1 + 2 + 2 + 1 + 2
     assert "tests" not in report["floors"] and report["floors"]["storage_write_gbps"] == 20
     drain = {d["node"]: d["reason"] for d in report["drain"]}
-    assert drain["compute02"] == "gpucluster-validate: all_reduce_intra_node 299.51 < 460 (+3 more)"
-    assert drain["compute01"] == "gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+1 more)"
+    assert drain["compute02"] == "gpucluster-validate: all_reduce_intra_node 299.51 < 460 (+4 more)"
+    assert drain["compute01"] == "gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+2 more)"
 
     md = acceptance.report_markdown(report)
     assert md.startswith("# Acceptance report: tier2 (tier2)\n")
     assert "Result: **fail**" in md
     assert "| all_reduce_inter_node | compute01, compute02 | 219.51 | 340 | GB/s | fail | 219.51 < 340;" in md
     assert "| fio_write_checkpoints | compute01, compute02 | 3.442 | 20 | GB/s | fail |" in md
-    assert "- compute02: gpucluster-validate: all_reduce_intra_node 299.51 < 460 (+3 more)" in md
+    assert "- compute02: gpucluster-validate: all_reduce_intra_node 299.51 < 460 (+4 more)" in md
+    assert "| port_errors_mlx5_3 | compute01 | 2 over | infiniband-diags error_thresholds |  | fail |" in md
     json.dumps(report)  # plain data
 
 
@@ -453,6 +571,7 @@ def test_validate_playbook_runs_fio_for_real(tmp_path: Path) -> None:
         tmp_path,
         f"validate_srun={absent}/srun validate_all_reduce_perf={absent}/all_reduce_perf",
         f"validate_ib_write_bw={absent}/ib_write_bw validate_dcgmi={absent}/dcgmi",
+        f"validate_ib_write_lat={absent}/ib_write_lat validate_perfquery={absent}/perfquery",
     )
     w = by[("fio_write_checkpoints", ("compute01", "compute02"))]
     assert w["status"] == "fail" and w["measured"] > 0 and w["floor"] == 20
@@ -462,6 +581,9 @@ def test_validate_playbook_runs_fio_for_real(tmp_path: Path) -> None:
         assert by[(name, ("compute01",))]["reason"].startswith("not installed")
     assert by[("all_reduce_inter_node", ("compute01", "compute02"))]["status"] == "skipped"
     assert {c["status"] for c in report["checks"] if c["name"].startswith("ib_write_bw")} == {"skipped"}
+    for prefix in ("ib_write_lat", "port_errors"):
+        assert {c["status"] for c in report["checks"] if c["name"].startswith(prefix)} == {"skipped"}
+    assert by[("port_errors_mlx5_0", ("compute01",))]["reason"].startswith("not installed: perfquery")
     local = by[("fio_read_local_scratch", ("compute02",))]
     assert local["status"] == "skipped" and local["measured"] > 0
     assert report["summary"]["result"] == "fail" and report["lab"] is True
@@ -504,6 +626,16 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
             f'case "$*" in *"-d mlx5_3 "*) cat "{DATA}/ib_write_bw_ndr_rail3_degraded.txt";; '
             f'*) cat "{DATA}/ib_write_bw_ndr_rail0_ok.txt";; esac'
         ),
+        "ib_write_lat": (
+            'for a; do last="$a"; done\n'
+            'case "$last" in *.*.*.*) ;; *) echo " WAITING (server)"; exit 0;; esac\n'
+            f'cat "{DATA}/ib_write_lat_hdr_mlx5_sizes.txt"'
+        ),
+        # recorded on ibsim: one port with errors (mlx5_3), the others clean
+        "perfquery": (
+            f'case "$*" in *"-C mlx5_3 "*) cat "{PERFQUERY}/ibsim-errors.txt";; '
+            f'*) cat "{PERFQUERY}/ibsim-clean.txt";; esac'
+        ),
         "scontrol": "exit 0",
     }
     paths = {}
@@ -517,6 +649,8 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
         f"validate_all_reduce_perf={paths['all_reduce_perf']} validate_srun={paths['srun']}",
         f"validate_ib_write_bw={paths['ib_write_bw']} validate_dcgmi={paths['dcgmi']}",
         f"validate_scontrol={paths['scontrol']}",
+        f"validate_ib_write_lat={paths['ib_write_lat']} validate_perfquery={paths['perfquery']}",
+        "validate_port_sweep=true",  # the lab default is off: a container has no HCA
         "validate_ib_duration_s=1 validate_drain_failed=true validate_dcgm_level=3",
     )
     intra = by[("all_reduce_intra_node", ("compute01",))]
@@ -547,11 +681,24 @@ def test_validate_playbook_with_stand_in_tools(tmp_path: Path) -> None:
     assert len(servers) == len(clients) == 16
     server = cluster_plan(*load_inventory("tier2"))["hosts"]["compute02"]["addresses"]["management"]
     assert f"{paths['ib_write_bw']} -d mlx5_3 -p 18518 -F --report_gbits -D 1 -s 1048576 {server}" in clients
+    lat_calls = [c for c in calls if c.startswith(paths["ib_write_lat"])]
+    lat_clients = [c for c in lat_calls if c.split()[-1].count(".") == 3]
+    assert len(lat_clients) == len(lat_calls) - len(lat_clients) == 16
+    assert f"{paths['ib_write_lat']} -d mlx5_3 -p 18618 -F -s 2 -n 1000 {server}" in lat_clients
+    lat = [c for c in report["checks"] if c["name"].startswith("ib_write_lat_rail")]
+    assert len(lat) == 16 and {(c["status"], c["measured"]) for c in lat} == {("pass", 1.87)}
+    pq_calls = [c for c in calls if c.startswith(paths["perfquery"])]
+    assert len(pq_calls) == 16 and f"{paths['perfquery']} -C mlx5_3 -P 1" in pq_calls
+    ports = {(c["name"], c["nodes"][0]): c["status"] for c in report["checks"] if c["name"].startswith("port_errors")}
+    assert len(ports) == 16 and {k for k, v in ports.items() if v == "fail"} == {
+        ("port_errors_mlx5_3", "compute01"),
+        ("port_errors_mlx5_3", "compute02"),
+    }
     drains = sorted(c for c in calls if c.startswith(paths["scontrol"]))
-    # each node: rail 3 as client and as server, and dcgmi (the stand-in fails on both nodes)
+    # each node: rail 3 as client and as server, dcgmi (the stand-in fails on both nodes), mlx5_3's counters
     assert drains == [
         f"{paths['scontrol']} update nodename={node} state=drain"
-        " reason=gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+2 more)"
+        " reason=gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+3 more)"
         for node in ("compute01", "compute02")
     ]
 

@@ -237,3 +237,73 @@ def test_dcgm_without_summary_takes_the_worst_result() -> None:
 def test_dcgm_unusable_output_is_a_parse_error(text: str) -> None:
     with pytest.raises(parsers.ParseError):
         parsers.parse_dcgm_diag(text)
+
+
+# ---------------------------------------------------------------- ib_write_lat (real runs)
+
+
+def test_ib_write_lat_real_hdr_run_with_cpu_warnings_between_rows() -> None:
+    r = parsers.parse_ib_lat(_read("ib_write_lat_hdr_mlx5_sizes.txt"))
+    assert r["tool"] == "ib_write_lat" and r["device"] == "mlx5_0" and r["link_type"] == "IB"
+    assert [row["bytes"] for row in r["rows"]] == [2, 4, 8, 16, 32, 64, 128]
+    assert r["rows"][0] == {
+        "bytes": 2,
+        "iterations": 1000,
+        "t_min": 1.79,
+        "t_max": 5.41,
+        "t_typical": 1.87,
+        "t_avg": 1.88,
+        "t_stdev": 0.18,
+        "p99": 2.03,
+        "p99_9": 5.41,
+    }
+    assert (r["msg_bytes"], r["typical_us"], r["p99_us"], r["max_us"]) == (2, 1.87, 2.03, 5.41)
+    assert r["errors"] == []  # "Conflicting CPU frequency values detected" is no error and no row
+
+
+def test_ib_write_lat_real_rdma_cm_run() -> None:
+    r = parsers.parse_ib_lat(_read("ib_write_lat_rdma_cm_2b.txt"))
+    assert (r["device"], r["msg_bytes"], r["typical_us"], r["p99_us"]) == ("rocep1s0f1", 2, 1.47, 1.57)
+
+
+def test_ib_write_lat_old_five_columns_and_garbage() -> None:
+    old = (
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]\n 2       1000          0.87  4.70  0.89\n"
+    )
+    r = parsers.parse_ib_lat(old)
+    assert r["typical_us"] == 0.89 and r["p99_us"] is None
+    with pytest.raises(parsers.ParseError, match="latency result"):
+        parsers.parse_ib_lat(_read("ib_write_bw_ndr_rail0_ok.txt"))
+    with pytest.raises(parsers.ParseError):
+        parsers.parse_ib_lat(" Couldn't connect to 10.0.0.2:18615\nUnable to init the socket connection\n")
+
+
+# ---------------------------------------------------------------- perfquery (recorded on ibsim)
+
+PERFQUERY = ROOT / "tests" / "data" / "perfquery"
+
+
+def test_perfquery_clean_port_from_ibsim() -> None:
+    r = parsers.parse_perfquery((PERFQUERY / "ibsim-clean.txt").read_text())
+    assert (r["lid"], r["port"], r["extended"]) == (2, 1, False)
+    c = r["counters"]
+    assert c["SymbolErrorCounter"] == 0 and c["LinkDownedCounter"] == 0 and c["PortXmitDiscards"] == 0
+    assert c["CounterSelect"] == 0 and c["PortSelect"] == 1  # 0x0000 read as hex
+    assert len(c) == 21
+
+
+def test_perfquery_port_with_errors_set_in_ibsim() -> None:
+    c = parsers.parse_perfquery((PERFQUERY / "ibsim-errors.txt").read_text())["counters"]
+    assert (c["SymbolErrorCounter"], c["LinkDownedCounter"], c["PortRcvErrors"], c["PortXmitDiscards"]) == (
+        1234,
+        3,
+        57,
+        12,
+    )
+
+
+def test_perfquery_extended_and_failed_outputs() -> None:
+    ext = parsers.parse_perfquery((PERFQUERY / "ibsim-extended.txt").read_text())
+    assert ext["extended"] and "SymbolErrorCounter" not in ext["counters"]
+    with pytest.raises(parsers.ParseError, match="perfquery"):
+        parsers.parse_perfquery((PERFQUERY / "ibsim-no-such-ca.txt").read_text())
