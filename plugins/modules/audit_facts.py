@@ -139,7 +139,9 @@ audit:
       type: dict
     gpu:
       description: C(state), C(reason), C(gpus) (index, pci_bus_id, name, power_limit_w, persistence, mig,
-        driver_version, vbios_version) and C(nvlink) ({index, links, active}).
+        driver_version, vbios_version), C(nvlink) ({index, links, active}; a GPU that C(nvidia-smi nvlink -s)
+        does not list is absent: the audit counts a planned GPU missing there as 0 active links), and
+        C(nvlink_state) and C(nvlink_reason) (that command's state and why it could not be read).
       type: dict
     hca:
       description: C(state), C(reason), C(ports) (ca, port, state, physical_state, rate_gbps, firmware, port_guid).
@@ -238,8 +240,9 @@ def collect(params: dict[str, Any], probe: Probe) -> dict[str, Any]:
         gpu = {"state": state, "reason": reason, "gpus": [], "nvlink": []}
         if state == "ok":
             gpu["gpus"] = audit_probe.parse_gpu_applied(text)
-            nv_state, nv_text, _nv_reason = probe.run("nvidia-smi", audit_probe.NVLINK_ARGS)
+            nv_state, nv_text, nv_reason = probe.run("nvidia-smi", audit_probe.NVLINK_ARGS)
             gpu["nvlink_state"] = nv_state
+            gpu["nvlink_reason"] = nv_reason
             if nv_state == "ok":
                 links = audit_probe.parse_nvlink_status(nv_text)
                 gpu["nvlink"] = [{"index": i, **v} for i, v in sorted(links.items())]

@@ -314,25 +314,46 @@ def _gpu_findings(
                 )
             )
     links = bringup.get("nvlink_links")
-    if bringup.get("nvswitch") and links:
-        for nv in gpu.get("nvlink") or []:
+    nv_probe = {"state": gpu.get("nvlink_state", "ok"), "reason": gpu.get("nvlink_reason")}
+    if bringup.get("nvswitch") and links and not _not_read(nv_probe, host, "nvlink", unchecked):
+        for nv in _nvlink_rows(gpu.get("nvlink") or [], want_count):
             if int(nv.get("active", 0)) < int(links):
+                subject = f"GPU {nv.get('index')}"
+                fix = (
+                    f"drain {host}; reseat or replace the GPU board ({subject}: {nv.get('active')} of {links} NVLinks)"
+                )
+                if nv.get("listed") is False:
+                    fix = (
+                        f"drain {host}; nvidia-smi nvlink -s lists no NVLink of {subject}: check "
+                        f"nvidia-fabricmanager and the NVSwitch board (nvidia-smi -q: Fabric State), then reseat or "
+                        "replace the GPU board"
+                    )
                 out.append(
                     Finding(
                         host,
                         "hardware",
                         "nvlink",
-                        f"GPU {nv.get('index')}",
+                        subject,
                         links,
                         nv.get("active"),
                         "critical",
-                        f"drain {host}; reseat or replace the GPU board "
-                        f"(GPU {nv.get('index')}: {nv.get('active')} of {links} NVLinks)",
-                        f"GPU {nv.get('index')} at {int(nv.get('active', 0))}/{links} of its NVLink bandwidth; "
+                        fix,
+                        f"{subject} at {int(nv.get('active', 0))}/{links} of its NVLink bandwidth; "
                         "NCCL's intra-node rings run at the slowest GPU's",
                     )
                 )
     return out
+
+
+def _nvlink_rows(listed: list[Mapping[str, Any]], want_count: int) -> list[Mapping[str, Any]]:
+    """The NVLink rows of every planned GPU: one that ``nvidia-smi nvlink -s`` does not list counts as 0
+    active links. The tool prints nothing for a GPU whose links are all down (seen on a real H100 without
+    its NVSwitch board, tests/data/nvidia-smi/h100-sxm-580/), so comparing only the listed GPUs would
+    pass an HGX node whose whole NVLink fabric is down; the health check counts the same way
+    ("nvlink 0/8 gpus listed")."""
+    rows = {int(nv.get("index", -1)): nv for nv in listed}
+    missing = [{"index": i, "links": 0, "active": 0, "listed": False} for i in range(want_count) if i not in rows]
+    return sorted([*rows.values(), *missing], key=lambda nv: int(nv.get("index", -1)))
 
 
 def _hca_findings(

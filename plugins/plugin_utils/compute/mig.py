@@ -25,7 +25,9 @@ The plan (``plan["gpu"]["mig"]``, None without a policy) gives:
   plan.json (keys sorted) renders the same bytes;
 - Slurm: ``AutoDetect=nvml`` in gres.conf for the MIG nodes and ``Gres=gpu:<profile>:<n>`` in their
   node lines, the profile name being a substring of the "MIG Profile" slurmd reports (docs/sources.md
-  [G7]); Slurm does not partition GPUs itself, so the layout is applied before slurmd starts;
+  [G7]); Slurm does not partition GPUs itself, so the layout is applied before slurmd starts. Autodetect,
+  not ``MultipleFiles=`` lines, because the MIG device files follow instance IDs the driver assigns at
+  creation (:data:`NVML_REASON`); the slurm role installs Debian's NVML plugin on those nodes (``gres_nvml``);
 - Slurm accounting in MIG-slice units (``billing_weights``): Slurm counts every MIG device as one
   ``gres/gpu``, so by default a 1g.10gb slice would cost the fair share of a whole H100. A job is billed
   its compute slices instead (1g = 1, 3g = 3, a whole GPU = the model's 7; or a site-set weight per
@@ -408,10 +410,37 @@ def node_gres(nodes_expr: str, mig: dict[str, Any] | None, whole_type: str, gpus
     return [(hostlist.compress(hosts), gres) for gres, hosts in groups.items()]
 
 
+#: Debian 12's package of Slurm's gpu/nvml plugin (gpu_nvml.so), which ``AutoDetect=nvml`` loads: not in
+#: slurm-wlm-basic-plugins (main) but built from slurm-wlm-contrib in contrib, since it links NVIDIA's
+#: non-free NVML (``apt-cache show slurm-wlm-nvml-plugin``, bookworm contrib: Depends ``libnvidia-ml1 (>= 450)
+#: | libnvidia-ml.so.1 (>= 450)``, ``slurm-wlm-basic-plugins (= <its own version>)``; docs/sources.md [G9])
+NVML_PLUGIN_PACKAGES = ("slurm-wlm-nvml-plugin",)
+#: why the MIG nodes' gres.conf autodetects rather than lists device files (the plan's words, report.md)
+NVML_REASON = (
+    "a MIG device's files are its GPU's /dev/nvidiaN and the /dev/nvidia-caps/nvidia-capN of its GPU instance "
+    "and compute instance, whose numbers follow the instance IDs the driver assigns when nvidia-mig-parted "
+    "creates them (/proc/driver/nvidia-caps/mig-minors): the plan cannot know them, so File=/MultipleFiles= "
+    "lines from the plan could name the wrong slice; NVML reads them from the driver when slurmd starts, "
+    "Slurm's documented way for MIG ([G7]). slurmd loads gpu_nvml.so from slurm-wlm-nvml-plugin (Debian "
+    "contrib, needs NVIDIA's libnvidia-ml.so.1), installed at slurmd's own version on these nodes only"
+)
+
+
 def gres_conf_lines(mig: dict[str, Any] | None) -> list[str]:
-    """gres.conf for the MIG nodes: NVML detects the MIG devices and their device files ([G7])."""
+    """gres.conf for the MIG nodes: NVML detects the MIG devices and their device files ([G7]); why not
+    explicit ``File=``/``MultipleFiles=`` lines: :data:`NVML_REASON`."""
     hosts = mig_hosts(mig)
     return [f"NodeName={hostlist.compress(hosts)} AutoDetect=nvml"] if hosts else []
+
+
+def gres_nvml(mig: dict[str, Any] | None) -> dict[str, Any]:
+    """The nodes whose gres.conf says ``AutoDetect=nvml`` and the packages slurmd needs there (slurm role)."""
+    hosts = mig_hosts(mig)
+    return {
+        "hosts": hosts,
+        "packages": list(NVML_PLUGIN_PACKAGES) if hosts else [],
+        "reason": NVML_REASON if hosts else None,
+    }
 
 
 def _profiles(mig: dict[str, Any] | None) -> list[str]:

@@ -13,11 +13,23 @@ which case the largest whole-watt limit that fits the rack (or PDU) budget. A si
 above that limit, or a budget that does not even hold the model's minimum, is a PlanError.
 The same decision gives the limit a stop of the clocks unit restores (``reset_power_limit_w``):
 the model default, or the largest limit the rack holds when that is lower.
+
+The node's own power supplies bound the limit too: a node with redundant PSUs must carry its planned
+draw on the PSUs left after the redundant ones fail, ``(psu_count - redundant) x psu_rating_w >=
+base_power_w + GPUs x limit``. The redundancy level is ``gpucluster_node.psu_redundancy``: ``N`` (no
+spare), ``N+<k>`` (k PSUs may fail) or ``N+N`` (half of them: two feeds, one may drop); default ``N+1``
+when the node has more than one PSU, else ``N`` (:func:`psu_redundant`). Where the surviving PSUs
+cannot carry the requested limit, the limit is lowered to the largest whole watt they carry (source
+``node_psu``), within the GPU's limits; below the GPU's minimum, or under a site cap, the plan refuses
+with the numbers. A DGX H100 has six 3.3 kW PSUs in 4+2 redundancy and 10.2 kW maximum input
+(docs/sources.md [S29]): N+1 and N+2 hold 8 x 700 W + 4.6 kW, N+N (3 x 3.3 kW = 9.9 kW) caps the
+GPUs at 662 W.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,12 +41,81 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 
 CONTINUOUS_LOAD_FACTOR = 0.8  # NEC 80 % rule for continuous loads
 
-#: Which constraint set the applied GPU power limit (plan gpu.clocks.power_limit_source).
-LIMIT_SOURCES = ("model_default", "site_cap", "rack_budget")
+#: Which constraint set the applied GPU power limit (plan gpu.clocks.power_limit_source): the policy's own
+#: limit, or the rack budget or the node's surviving PSUs lowering it.
+LIMIT_SOURCES = ("model_default", "site_cap", "rack_budget", "node_psu")
+#: sources that lowered the requested limit
+CAPPED_SOURCES = ("rack_budget", "node_psu")
 #: Where the limit the policy asks for comes from, before the rack budget.
 REQUESTED_SOURCES = ("model_default", "site_cap")
 
 CAP_FIELD = "gpucluster_gpu_policy.power_cap_w"
+NODE_FIELD = "gpucluster_node"
+PSU_REDUNDANCY_FIELD = f"{NODE_FIELD}.psu_redundancy"
+_PSU_LEVEL = re.compile(r"N(?:\+([0-9]+|N))?")
+
+
+def psu_redundant(count: int, level: str | None, field: str = PSU_REDUNDANCY_FIELD) -> tuple[int, str]:
+    """(how many of a node's ``count`` PSUs may fail, the level): ``N`` none, ``N+<k>`` k, ``N+N`` half.
+
+    Default: ``N+1`` when the node has more than one PSU, else ``N``. PlanError for a level the count
+    cannot have (``N+6`` of 6 PSUs leaves none; ``N+N`` needs an even count)."""
+    if level is None:
+        level = "N+1" if count > 1 else "N"
+    m = _PSU_LEVEL.fullmatch(str(level))
+    if not m:
+        raise PlanError(field, level, "N (no spare PSU), N+<k> (k PSUs may fail, e.g. N+1) or N+N (half of them)")
+    if m.group(1) is None:
+        return 0, level
+    if m.group(1) == "N":
+        if count % 2:
+            raise PlanError(field, level, f"N+N needs an even psu_count (the node has {count}): N+<k> with k < {count}")
+        return count // 2, level
+    k = int(m.group(1))
+    if not 1 <= k < count:
+        upto = f" to N+{count - 1}" if count > 2 else ""
+        allowed = f"N+1{upto}, N+N or N" if count > 1 else "N (a node of one PSU has no spare)"
+        raise PlanError(field, level, f"{allowed}: at least one of the node's {count} PSUs must stay")
+    return k, level
+
+
+@dataclass(frozen=True)
+class PsuBudget:
+    """What a node's PSUs carry when the redundant ones have failed."""
+
+    count: int
+    rating_w: float
+    redundant: int
+    level: str
+
+    @property
+    def surviving_w(self) -> float:
+        return (self.count - self.redundant) * self.rating_w
+
+    def describe(self) -> str:
+        return (
+            f"{NODE_FIELD}.psu_count x psu_rating_w at psu_redundancy {self.level}: "
+            f"({self.count} - {self.redundant}) x {self.rating_w:g} W = {self.surviving_w:g} W"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "surviving_w": self.surviving_w}
+
+
+def psu_budget(count: int | None, rating_w: float | None, level: str | None) -> PsuBudget | None:
+    """The node's PSU budget; None when the inventory does not give both the count and the rating."""
+    if count is None or rating_w is None:
+        if level is not None:
+            missing = "psu_count" if count is None else "psu_rating_w"
+            raise PlanError(PSU_REDUNDANCY_FIELD, level, f"set together with {NODE_FIELD}.{missing}")
+        return None
+    redundant, level = psu_redundant(int(count), level)
+    return PsuBudget(int(count), float(rating_w), redundant, level)
+
+
+def largest_psu_limit_w(psu: PsuBudget, gpus_per_node: int, base_power_w: float) -> int:
+    """The largest whole-watt per-GPU limit with GPUs x limit + base <= the surviving PSUs' watts."""
+    return math.floor(round((psu.surviving_w - base_power_w) / gpus_per_node, 6))
 
 
 @dataclass(frozen=True)
@@ -89,13 +170,15 @@ def decide_power_limit(
     budget_kw: float,
     pdu_kw: float,
     field: str = "gpucluster_facility",
+    psu: PsuBudget | None = None,
 ) -> PowerLimit:
-    """The applied per-GPU power limit: the requested one if the fullest rack holds it, else the rack's cap.
+    """The applied per-GPU power limit: the requested one if the fullest rack and the node's surviving
+    PSUs (``psu``, None: not checked) hold it, else the largest limit both hold.
 
     ``requested_w`` is what the GPU policy asks for (``requested_source``: the model default or the
     site's cap); ``default_w`` is the model's default limit (what a reset restores). PlanError when the
-    budget cannot hold even the model's minimum, or when the site's own cap is above the largest limit
-    that fits.
+    budget or the surviving PSUs cannot hold even the model's minimum, or when the site's own cap is
+    above the largest limit that fits.
     """
     check_choice(requested_source, "gpu_power_source", REQUESTED_SOURCES)
     requested = int(requested_w)
@@ -103,32 +186,50 @@ def decide_power_limit(
     # the binding facility field: the PDU when it is below the rack budget
     budget_field = f"{field}.rack_power_budget_kw" if budget_kw <= pdu_kw else f"{field}.pdu_rating_kw"
     rack_kw = per_rack * node_kw(gpus_per_node, requested, base_power_w)
+    node_w = node_kw(gpus_per_node, requested, base_power_w) * 1000.0
     largest = largest_fitting_limit_w(
         per_rack=per_rack, gpus_per_node=gpus_per_node, base_power_w=base_power_w, limit_kw=limit_kw
     )
-    reset = None if default_w is None else min(int(default_w), largest)
+    largest_psu = largest_psu_limit_w(psu, gpus_per_node, base_power_w) if psu else None
+    held = min(largest, largest_psu) if largest_psu is not None else largest
+    reset = None if default_w is None else min(int(default_w), held)
     what = "the model's default limit" if requested_source == "model_default" else f"{CAP_FIELD}"
-    if rack_kw <= limit_kw + 1e-9:
+    rack_holds = rack_kw <= limit_kw + 1e-9
+    psu_holds = psu is None or node_w <= psu.surviving_w + 1e-6
+    if rack_holds and psu_holds:
+        psu_text = "" if psu is None else f"; one node ({node_w:g} W) within {psu.describe()}"
         return PowerLimit(
             power_limit_w=requested,
             power_limit_source=requested_source,
             power_limit_reason=(
                 f"{what} {requested} W per GPU: {per_rack} nodes per rack draw {rack_kw:.1f} kW, "
-                f"within {budget_field} ({limit_kw:g} kW)"
+                f"within {budget_field} ({limit_kw:g} kW){psu_text}"
             ),
             power_limit_w_uncapped=requested,
             reset_power_limit_w=reset,
         )
-    cap = largest
+    by_psu = psu is not None and largest_psu is not None and largest_psu < largest
+    cap = held
     if gpu_max_w is not None:
         cap = min(cap, int(gpu_max_w))
     if gpu_min_w is None:  # the cap may not go below a minimum nobody knows: the site reads it from the hardware
+        binding = psu.describe() if by_psu and psu else f"{budget_field} ({limit_kw:g} kW)"
         raise PlanError(
             "gpucluster_node.gpu_limits.power_min_w",
             None,
-            f"the GPU's minimum power limit (nvidia-smi --query-gpu=power.min_limit): {budget_field} "
-            f"({limit_kw:g} kW) holds {per_rack} nodes per rack only with every GPU capped at {cap} W, and the "
-            "catalog has no sourced minimum to check that cap against; or add racks or power",
+            f"the GPU's minimum power limit (nvidia-smi --query-gpu=power.min_limit): {binding} "
+            f"holds the node only with every GPU capped at {cap} W, and the "
+            "catalog has no sourced minimum to check that cap against; or add racks, power or PSUs",
+        )
+    if by_psu and psu is not None and cap < gpu_min_w:
+        need_w = base_power_w + gpus_per_node * gpu_min_w
+        least = math.ceil(need_w / psu.rating_w) + psu.redundant
+        raise PlanError(
+            f"{NODE_FIELD}.psu_count",
+            psu.count,
+            f"PSUs that carry one node after {psu.redundant} fail ({psu.level}): >= {need_w:g} W even with every "
+            f"GPU at its minimum power limit ({gpu_min_w:g} W) and base_power_w {base_power_w:g} W; "
+            f"{psu.describe()}: at least {least} PSUs of {psu.rating_w:g} W, bigger PSUs, or a lower psu_redundancy",
         )
     if cap < gpu_min_w:
         floor_kw = per_rack * node_kw(gpus_per_node, gpu_min_w or 0, base_power_w)
@@ -139,6 +240,14 @@ def decide_power_limit(
             f"power limit ({gpu_min_w} W); add racks (gpucluster_facility.racks) or power",
         )
     if requested_source == "site_cap":
+        if by_psu and psu is not None:
+            raise PlanError(
+                CAP_FIELD,
+                requested,
+                f"at most {cap} W: {psu.describe()} carries one node only with every GPU at or below {cap} W "
+                f"({requested} W would draw {node_w:g} W with base_power_w {base_power_w:g} W); lower "
+                f"{CAP_FIELD}, unset it to let the PSUs cap the GPUs, or add PSUs",
+            )
         raise PlanError(
             CAP_FIELD,
             requested,
@@ -148,14 +257,22 @@ def decide_power_limit(
             f"({requested} W would draw {rack_kw:.1f} kW); lower {CAP_FIELD}, unset it to let the budget "
             f"cap the GPUs, or add racks/power",
         )
-    return PowerLimit(
-        power_limit_w=cap,
-        power_limit_source="rack_budget",
-        power_limit_reason=(
+    if by_psu and psu is not None:
+        reason = (
+            f"{psu.describe()} carries one node only with every GPU capped at {cap} W "
+            f"({node_kw(gpus_per_node, cap, base_power_w) * 1000:g} W with base_power_w {base_power_w:g} W); "
+            f"{what} {requested} W would draw {node_w:g} W"
+        )
+    else:
+        reason = (
             f"{budget_field} ({limit_kw:g} kW) holds {per_rack} nodes per rack only with every GPU capped at "
             f"{cap} W ({per_rack * node_kw(gpus_per_node, cap, base_power_w):.2f} kW); "
             f"{what} {requested} W would draw {rack_kw:.1f} kW"
-        ),
+        )
+    return PowerLimit(
+        power_limit_w=cap,
+        power_limit_source="node_psu" if by_psu else "rack_budget",
+        power_limit_reason=reason,
         power_limit_w_uncapped=requested,
         reset_power_limit_w=None if reset is None else min(reset, cap),
     )
@@ -183,6 +300,9 @@ def power_plan(
     gpu_power_source: str = "model_default",
     gpu_default_w: float | None = None,
     field: str = "gpucluster_facility",
+    psu_count: int | None = None,
+    psu_rating_w: float | None = None,
+    psu_redundancy: str | None = None,
 ) -> tuple[dict[str, Any], PowerLimit]:
     """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan;
     with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (assembly.py).
@@ -191,7 +311,8 @@ def power_plan(
     model default (the rack budget may lower it) or the site's own ``power_cap_w`` (it may not: a cap
     that does not fit is a PlanError). Every kW figure (node, rack, total, circuits) is at the applied
     limit; the ``*_uncapped`` keys hold the same figures at the requested limit. ``gpu_default_w``: the
-    model's default limit (default: ``gpu_power_w`` when that is the model default).
+    model's default limit (default: ``gpu_power_w`` when that is the model default). ``psu_*``: the node's
+    PSUs (``gpucluster_node``); the limit is also lowered to what they carry after the redundant ones fail.
     """
     nodes = check_range(nodes, "groups.compute", 1, None, integer=True)
     racks = check_range(racks, f"{field}.racks", 1, nodes, integer=True)
@@ -202,6 +323,7 @@ def power_plan(
     if circuit_phases not in (1, 3):
         raise PlanError(f"{field}.circuit_phases", circuit_phases, "1 or 3")
     per_rack = math.ceil(nodes / racks)
+    psu = psu_budget(psu_count, psu_rating_w, psu_redundancy)
     default_w = gpu_default_w
     if default_w is None and gpu_power_source == "model_default":
         default_w = gpu_power_w
@@ -217,8 +339,9 @@ def power_plan(
         budget_kw=budget,
         pdu_kw=pdu,
         field=field,
+        psu=psu,
     )
-    capped = limit.power_limit_source == "rack_budget"
+    capped = limit.power_limit_source in CAPPED_SOURCES
     applied_w, uncapped_w = limit.power_limit_w, limit.power_limit_w_uncapped
 
     def figures(gpu_w: float, suffix: str) -> dict[str, float]:
@@ -235,7 +358,13 @@ def power_plan(
     applied = figures(applied_w, "")
     uncapped = figures(uncapped_w, "_uncapped")
     notes = []
-    if capped:
+    if limit.power_limit_source == "node_psu" and psu is not None:
+        notes.append(
+            f"one node at {uncapped['node_kw_uncapped']:.2f} kW exceeds the {psu.surviving_w / 1000:g} kW its PSUs "
+            f"carry at {psu.level} ({psu.count - psu.redundant} of {psu.count} x {psu.rating_w:g} W): every GPU is "
+            f"capped at {applied_w} W ({applied['node_kw']:.2f} kW per node)"
+        )
+    elif capped:
         notes.append(
             f"{per_rack} nodes at {uncapped['node_kw_uncapped']:.2f} kW = {uncapped['rack_kw_uncapped']:.1f} kW "
             f"exceed the rack's {min(budget, pdu):g} kW: every GPU is capped at {applied_w} W "
@@ -251,6 +380,8 @@ def power_plan(
         **applied,
         **uncapped,
         "nodes_per_rack": per_rack,
+        # the node's PSUs and what they carry after the redundant ones fail (None: not given)
+        "psu": psu.as_dict() if psu else None,
         "rack_budget_kw": min(budget, pdu),
         # fits: the rack holds the GPUs at the limit the policy asks for; capped: the budget lowered it
         "fits": not capped,

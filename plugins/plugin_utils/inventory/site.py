@@ -97,6 +97,7 @@ class Node:
     nics: list[Nic]
     psu_count: int | None = None
     psu_rating_w: float | None = None
+    psu_redundancy: str | None = None  # N, N+<k> or N+N; None: N+1 with more than one PSU (compute/power.py)
     gpu_temp_limits: dict[str, Any] | None = None
     nccl_topology: str = "detect"  # detect | file: whether the plan writes an NCCL_TOPO_FILE
     one_compute_nic_per_gpu: bool = True  # false: the site opts out of the 1:1 GPU:compute-NIC rule (tier2+)
@@ -460,6 +461,7 @@ def _node(raw: dict[str, Any]) -> Node:
         nics=nics,
         psu_count=sec.get("psu_count"),
         psu_rating_w=sec.get("psu_rating_w"),
+        psu_redundancy=sec.get("psu_redundancy"),
         gpu_temp_limits=limits if isinstance(limits, dict) else None,
         nccl_topology=check_choice(_get(sec, p, "nccl_topology", "detect"), f"{p}.nccl_topology", NCCL_TOPOLOGIES),
         # PCIe Gen5 x16: H100 SXM and ConnectX-7 (Azure's H100 topo file, azhpc-images topology/ndv5-topo.xml)

@@ -13,7 +13,9 @@ wrote (a /29 management network blames its ``cidr``, not a ``first_offset`` deri
   small for the hosts; NTP servers that are no address or are the cluster's own hosts;
 - a node that cannot exist: more GPUs than the model's board holds, two NICs on one netdev, a
   management interface that is none of the node's NICs, a link rate no fabric runs at, an odd switch
-  radix, PSUs or a breaker that cannot power one node.
+  radix, PSUs that cannot power one node after the redundant ones fail (``psu_redundancy``, default
+  N+1) even with every GPU at its lowest limit, or a breaker that cannot; between that and the
+  planned draw, compute/power.py lowers the GPUs' power limit.
 
 Pure Python (no I/O): ``ipaddress`` for addresses, the GPU catalog for the board, compute/power.py's
 circuit formula for the breaker.
@@ -28,6 +30,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import psu_redundant
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA, field_path
@@ -324,15 +327,20 @@ def _check_node(raw: dict[str, Any]) -> None:
     psus, rating = node.get("psu_count"), node.get("psu_rating_w")
     need_w = _node_min_w(node, model)
     if isinstance(psus, int) and isinstance(rating, (int, float)) and need_w:
+        # the PSUs left after the redundant ones fail (psu_redundancy, compute/power.py) must carry the node
+        redundant, level = psu_redundant(psus, node.get("psu_redundancy"), f"{p}.psu_redundancy")
+        alive = psus - redundant
         # blame the count when each PSU is a real server PSU (>= 1 kW) and there are too few of them
         blame = ("psu_count", psus) if rating >= 1000 else ("psu_rating_w", rating)
         require(
-            psus * rating >= need_w,
+            alive * rating >= need_w,
             f"{p}.{blame[0]}",
             blame[1],
-            f"PSUs that together power one node: psu_count x psu_rating_w >= {need_w:g} W (base_power_w + {count}"
-            f" GPUs at their lowest power limit); {psus} x {rating:g} W is {psus * rating:g} W: at least"
-            f" {math.ceil(need_w / rating)} PSUs of {rating:g} W, or {psus} of >= {math.ceil(need_w / psus)} W",
+            f"PSUs that power one node after {redundant} of them fail (psu_redundancy {level}): (psu_count -"
+            f" {redundant}) x psu_rating_w >= {need_w:g} W (base_power_w + {count} GPUs at their lowest power"
+            f" limit); ({psus} - {redundant}) x {rating:g} W is {alive * rating:g} W: at least"
+            f" {math.ceil(need_w / rating) + redundant} PSUs of {rating:g} W, or {psus} of >="
+            f" {math.ceil(need_w / max(1, alive))} W",
         )
 
 

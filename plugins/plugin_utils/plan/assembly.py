@@ -121,6 +121,9 @@ def _power(site: Site, model: catalog.GpuModel, requested: tuple[int, str]) -> t
         breaker_amps=fac.breaker_amps,
         circuit_voltage_v=fac.circuit_voltage_v,
         circuit_phases=fac.circuit_phases,
+        psu_count=site.node.psu_count,
+        psu_rating_w=site.node.psu_rating_w,
+        psu_redundancy=site.node.psu_redundancy,
     )
 
 

@@ -683,8 +683,9 @@ def _power_warnings(plan: dict[str, Any]) -> list[str]:
     if capped:
         reason = clocks.get("power_limit_reason") or pw.get("power_limit_reason")
         limit = pw.get("power_limit_w", clocks["power_limit_w"])
+        by = "the node's surviving PSUs" if clocks.get("power_limit_source") == "node_psu" else "the rack budget"
         out.append(
-            f"Power cap applied by the rack budget: every GPU is limited to {limit} W. "
+            f"Power cap applied by {by}: every GPU is limited to {limit} W. "
             + (reason or f"{_fmt(pw.get('rack_kw_uncapped'))} kW per rack exceeds {_fmt(pw['rack_budget_kw'])} kW.")
         )
     elif pw.get("per_gpu_cap_w_to_fit") is not None:  # a plan that computes the cap but does not apply it

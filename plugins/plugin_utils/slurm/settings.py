@@ -224,6 +224,8 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         **per_gpu,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
+        # the nodes whose gres.conf autodetects (MIG) and the NVML plugin package slurmd needs there
+        "gres_nvml": mig.gres_nvml(plan["gpu"].get("mig")),
         "partitions": partitions,
         "plugins": plugins,
         "tenancy": {k: v for k, v in tenants.items() if k != "prolog_flags"},

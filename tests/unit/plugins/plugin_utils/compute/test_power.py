@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import cluster_plan, load_inventory
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power imp
     PowerLimit,
     circuit_kw,
     power_budget,
+    psu_redundant,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
@@ -172,3 +174,150 @@ def test_the_applied_limit_is_within_the_model_and_the_rack_within_budget(
         assert p["power_limit_w"] == site_cap
     if p["nodes_per_circuit"]:
         assert p["nodes_per_circuit"] * p["node_kw"] <= p["circuit_kw"] + 1e-9
+
+
+# ---------------------------------------------------------------- the node's PSUs after the redundant ones fail
+#: DGX H100: six 3.3 kW PSUs, 4+2 redundancy, 10.2 kW maximum input (docs/sources.md [S29])
+DGX_PSUS = {"psu_count": 6, "psu_rating_w": 3300}
+
+
+@pytest.mark.parametrize(("level", "redundant"), [(None, 1), ("N", 0), ("N+1", 1), ("N+2", 2), ("N+N", 3)])
+def test_psu_redundancy_levels(level: str | None, redundant: int) -> None:
+    assert psu_redundant(6, level)[0] == redundant
+    assert psu_redundant(1, None) == (0, "N")  # one PSU: no spare by default
+
+
+@pytest.mark.parametrize(
+    ("count", "level", "fragment"),
+    [
+        (6, "N+6", "N+1 to N+5, N+N or N"),
+        (5, "N+N", "even psu_count"),
+        (1, "N+1", "a node of one PSU"),
+        (6, "2N", "N+<k>"),
+    ],
+)
+def test_psu_redundancy_refused(count: int, level: str, fragment: str) -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_node\.psu_redundancy") as caught:
+        psu_redundant(count, level)
+    assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("level", [None, "N+1", "N+2"])
+def test_dgx_h100_psus_hold_700_w_at_n1_and_4_plus_2(level: str | None) -> None:
+    p = power_budget(**TIER4, **DGX_PSUS, psu_redundancy=level)
+    assert (p["power_limit_w"], p["power_limit_source"], p["capped"]) == (700, "model_default", False)
+    assert p["psu"]["surviving_w"] >= p["node_kw"] * 1000
+    assert "psu_redundancy" in p["power_limit_reason"]
+
+
+def test_dgx_h100_at_n_plus_n_caps_the_gpus_to_what_three_psus_carry() -> None:
+    """3 x 3300 W = 9900 W for a 4.6 kW base: (9900 - 4600) / 8 = 662.5 -> 662 W."""
+    p = power_budget(**TIER4, **DGX_PSUS, psu_redundancy="N+N")
+    assert (p["power_limit_w"], p["power_limit_source"], p["power_limit_w_uncapped"]) == (662, "node_psu", 700)
+    assert p["capped"] and not p["fits"] and p["reset_power_limit_w"] == 662
+    assert p["node_kw"] == pytest.approx(9.896)
+    assert "(6 - 3) x 3300 W = 9900 W" in p["power_limit_reason"] and "10200 W" in p["power_limit_reason"]
+
+
+def test_tier4_variant_with_two_3_3_kw_psus_is_refused_at_n1_and_capped_without_a_spare() -> None:
+    """The issue's case: 2 x 3.3 kW PSUs under a 10.2 kW node."""
+    with pytest.raises(PlanError) as caught:  # N+1 (the default for 2 PSUs): one 3.3 kW PSU, 6.2 kW at 200 W
+        power_budget(**TIER4, psu_count=2, psu_rating_w=3300)
+    assert caught.value.field == "gpucluster_node.psu_count" and caught.value.value == 2
+    assert "(2 - 1) x 3300 W = 3300 W" in str(caught.value) and ">= 6200 W" in str(caught.value)
+    assert "at least 3 PSUs of 3300 W" in str(caught.value)
+    p = power_budget(**TIER4, psu_count=2, psu_rating_w=3300, psu_redundancy="N")  # 6600 W: (6600-4600)/8
+    assert (p["power_limit_w"], p["power_limit_source"]) == (250, "node_psu")
+    assert p["node_kw"] == pytest.approx(6.6) and p["rack_kw"] == pytest.approx(4 * 6.6)
+    assert any("capped at 250 W" in n for n in p["notes"])
+
+
+def test_a_site_cap_above_what_the_psus_carry_names_the_cap_and_the_psus() -> None:
+    with pytest.raises(PlanError) as caught:
+        power_budget(**{**TIER4, "gpu_power_w": 690, "gpu_power_source": "site_cap"}, **DGX_PSUS, psu_redundancy="N+N")
+    assert caught.value.field == "gpucluster_gpu_policy.power_cap_w"
+    assert "at most 662 W" in str(caught.value) and "9900 W" in str(caught.value)
+
+
+def test_the_tighter_of_the_rack_and_the_psus_binds() -> None:
+    # one rack of 8: the rack holds 362 W, the PSUs at N+N 662 W -> the rack binds
+    p = power_budget(**{**TIER4, "racks": 1}, **DGX_PSUS, psu_redundancy="N+N")
+    assert (p["power_limit_w"], p["power_limit_source"]) == (362, "rack_budget")
+
+
+def test_a_redundancy_without_the_psus_is_refused() -> None:
+    with pytest.raises(PlanError, match=r"gpucluster_node\.psu_redundancy.*psu_rating_w"):
+        power_budget(**TIER4, psu_count=6, psu_redundancy="N+1")
+
+
+@given(
+    count=st.integers(1, 8),
+    rating=st.integers(500, 5000),
+    level=st.sampled_from([None, "N", "N+1", "N+2", "N+N"]),
+    base=st.integers(500, 6000),
+    gpu_min=st.integers(100, 400),
+    gpu_max=st.integers(400, 1200),
+    racks=st.integers(1, 8),
+    site_cap=st.one_of(st.none(), st.integers(0, 1100)),
+)
+def test_the_cap_stays_in_the_gpus_limits_and_the_node_on_its_surviving_psus(
+    count: int, rating: int, level: str | None, base: int, gpu_min: int, gpu_max: int, racks: int, site_cap: int | None
+) -> None:
+    if site_cap is not None:  # a site cap is within the GPU's limits (compute/clocks.py refuses one outside)
+        site_cap = min(gpu_max, gpu_min + site_cap)
+    args = {
+        **TIER4,
+        "racks": racks,
+        "base_power_w": base,
+        "gpu_min_w": gpu_min,
+        "gpu_max_w": gpu_max,
+        "gpu_power_w": site_cap if site_cap is not None else gpu_max,
+        "gpu_power_source": "site_cap" if site_cap is not None else "model_default",
+        "gpu_default_w": gpu_max,
+        "psu_count": count,
+        "psu_rating_w": rating,
+        "psu_redundancy": level,
+    }
+    try:
+        redundant = psu_redundant(count, level)[0]
+    except PlanError:
+        with pytest.raises(PlanError, match="psu_redundancy"):
+            power_budget(**args)
+        return
+    surviving = (count - redundant) * rating
+    try:
+        p = power_budget(**args)
+    except PlanError as err:
+        assert err.field in (
+            "gpucluster_node.psu_count",
+            "gpucluster_gpu_policy.power_cap_w",
+            "gpucluster_facility.rack_power_budget_kw",
+        ), str(err)
+        if err.field == "gpucluster_node.psu_count":  # even the minimum does not fit the surviving PSUs
+            assert 8 * gpu_min + base > surviving
+        return
+    assert gpu_min <= p["power_limit_w"] <= gpu_max
+    assert 8 * p["power_limit_w"] + base <= surviving + 1e-6  # the node never outdraws its surviving PSUs
+    assert 8 * p["reset_power_limit_w"] + base <= surviving + 1e-6  # nor does a reset
+    assert p["capped"] == (p["power_limit_source"] in ("rack_budget", "node_psu"))
+    if site_cap is not None:
+        assert p["power_limit_w"] == site_cap
+
+
+def _tier4_with_psus(count: int, level: str) -> tuple[dict, dict]:
+    site, groups = load_inventory("tier4")
+    site["gpucluster_node"].update(psu_count=count, psu_redundancy=level)
+    return site, groups
+
+
+def test_tier4_plan_with_two_3_3_kw_psus() -> None:
+    """Acceptance (issue 43): a tier4 variant with 2 x 3.3 kW PSUs is refused at N+1, capped without a spare."""
+    with pytest.raises(PlanError) as caught:
+        cluster_plan(*_tier4_with_psus(2, "N+1"))
+    assert caught.value.field == "gpucluster_node.psu_count" and caught.value.value == 2
+    assert "(2 - 1) x 3300 W is 3300 W" in str(caught.value) and ">= 6200 W" in str(caught.value)
+    plan = cluster_plan(*_tier4_with_psus(2, "N"))
+    clocks = plan["gpu"]["clocks"]
+    assert (clocks["power_limit_w"], clocks["power_limit_source"]) == (250, "node_psu")
+    assert "-pl 250" in clocks["apply_args"] and "-pl 250" in clocks["reset_args"]
+    assert plan["power"]["node_kw"] == pytest.approx(6.6) and plan["power"]["psu"]["surviving_w"] == 6600

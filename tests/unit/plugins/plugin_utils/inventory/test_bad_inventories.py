@@ -753,8 +753,40 @@ ROUND2 = [
     ),
     r2("radix-odd", f"{FAB}.switch_radix", 63, "an even number of switch ports", "tier4"),
     r2("breaker-1a", "gpucluster_facility.breaker_amps", 1, ">= 2 A at 400 V, 3 phase"),
-    r2("psu-100w", f"{NODE}.psu_rating_w", 100, "psu_count x psu_rating_w >= 6200 W"),
-    r2("psu-one", f"{NODE}.psu_count", 1, "at least 2 PSUs of 3300 W"),
+    r2("psu-100w", f"{NODE}.psu_rating_w", 100, "(psu_count - 2) x psu_rating_w >= 6200 W"),
+    Case(
+        "psu-one",
+        both(put(f"{NODE}.psu_count", 1), put(f"{NODE}.psu_redundancy", "N")),
+        f"{NODE}.psu_count",
+        "at least 2 PSUs of 3300 W",
+        value=1,
+    ),
+    # issue 43: the PSUs left after the redundant ones fail (default N+1) carry the node at the GPUs' minimum
+    Case(
+        "psu-two-n1",
+        both(put(f"{NODE}.psu_count", 2), put(f"{NODE}.psu_redundancy", "N+1")),
+        f"{NODE}.psu_count",
+        "(2 - 1) x 3300 W is 3300 W: at least 3 PSUs of 3300 W",
+        "tier4",
+        2,
+    ),
+    Case(
+        "psu-two-n2",
+        put(f"{NODE}.psu_count", 2),
+        f"{NODE}.psu_redundancy",
+        "N+1, N+N or N: at least one of the node's 2 PSUs must stay",
+        "tier4",
+        "N+2",
+    ),
+    r2("psu-red-n6-of-6", f"{NODE}.psu_redundancy", "N+6", "N+1 to N+5, N+N or N"),
+    r2("psu-red-word", f"{NODE}.psu_redundancy", "2N", "N+<k>"),
+    Case(
+        "psu-red-nn-odd",
+        both(put(f"{NODE}.psu_count", 5), put(f"{NODE}.psu_redundancy", "N+N")),
+        f"{NODE}.psu_redundancy",
+        "N+N needs an even psu_count (the node has 5)",
+        value="N+N",
+    ),
     # --- the error names the key that is missing, not its parent
     Case(
         "tenant-no-share",
