@@ -249,8 +249,9 @@ def test_lnet_interface_without_an_address_names_the_field() -> None:
 def test_storage_role_files_per_host() -> None:
     files = _storage_files(_plan("tier3"))
     rendered = ["/etc/modprobe.d/lustre.conf", "/etc/lnet.conf", "/etc/gpucluster/lustre/mkfs.list"]
-    assert files["mds01"] == [*rendered, "/etc/gpucluster/lustre/fstab", "/etc/gpucluster/lustre/set_param.list"]
-    assert files["oss01"] == [*rendered, "/etc/gpucluster/lustre/fstab"]
+    rendered += ["/etc/gpucluster/lustre/fstab", "/etc/mdadm/mdadm.conf.d/gpucluster-lustre.conf"]
+    assert files["mds01"] == [*rendered, "/etc/gpucluster/lustre/set_param.list"]
+    assert files["oss01"] == rendered
     assert files["compute01"] == [] and files["head01"] == []
     assert all(not f for f in _storage_files(_plan("tier1")).values())  # local RAID renders no file
 
