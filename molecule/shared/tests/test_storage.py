@@ -64,12 +64,12 @@ def test_lustre_md_arrays_are_recorded_not_built(hosts: dict[str, Any], plan: di
     built in the lab (the host kernel has no md driver loaded, the containers no NVMe devices)."""
     if plan["storage"]["type"] != "lustre":
         pytest.skip(f"storage is {plan['storage']['type']}, not Lustre")
-    lines = plan["storage"]["lustre"]["mdadm_conf"]
-    for name in lines:
+    for name, targets in plan["storage"]["lustre"]["targets"].items():
         host = hosts[name]
         assert host.package("mdadm").is_installed, name
         conf = host.file("/etc/mdadm/mdadm.conf.d/gpucluster-lustre.conf").content_string
-        assert [x for x in conf.splitlines() if x.startswith("ARRAY ")] == lines[name], name
+        want = [t["array"]["conf_line"] for t in targets if t["array"]]
+        assert want and [x for x in conf.splitlines() if x.startswith("ARRAY ")] == want, name
         assert " active " not in host.run("cat /proc/mdstat 2>/dev/null").stdout, name
 
 

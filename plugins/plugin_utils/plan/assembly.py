@@ -330,24 +330,22 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
             "options": "defaults,_netdev,flock",
         },
         "targets": targets,
-        # per host: the ARRAY lines of its md targets (roles/storage: /etc/mdadm/mdadm.conf)
-        "mdadm_conf": {host: lustre_targets.mdadm_conf_lines(ts) for host, ts in targets.items()},
         "protection_warnings": protection_warnings,
         "allow_format": allow,
         "allow_format_devices": allowed,
     }
 
 
-def _lustre_protection(lu: dict[str, Any]) -> dict[str, Any]:
+def _lustre_protection(lplan: dict[str, Any]) -> dict[str, Any]:
     """plan.storage.protection of a Lustre site: the MDT's and the OSTs' levels (storage/raid.py)."""
     parts, counts = {}, {}
     for kind in ("mdt", "ost"):
-        mine = [t for ts in lu["targets"].values() for t in ts if t["kind"] == kind]
+        mine = [t for ts in lplan["targets"].values() for t in ts if t["kind"] == kind]
         part = dict(mine[0]["protection"], members=len(mine[0]["members"]))
         if mine[0]["array"]:
             part.update({k: mine[0]["array"][k] for k in ("chunk_kib", "usable_devices", "mkfs_options")})
         parts[kind], counts[kind] = part, len(mine)
-    out = raid.summary("lustre", parts, lu["protection_warnings"])
+    out = raid.summary("lustre", parts, lplan["protection_warnings"])
     out["capacity"] = protected_capacity(parts, counts)
     return out
 

@@ -17,7 +17,11 @@ from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nfs as nfs_mount
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import lustre_targets, target_name
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import (
+    lustre_targets,
+    mdadm_conf_lines,
+    target_name,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
@@ -189,7 +193,7 @@ def test_tier3_targets_per_host() -> None:
         "--name=oss02:aifs-OST0005", "--chunk=512K", *ost["members"],
     ]  # fmt: skip
     assert ost["fstab"] == "/dev/md/aifs-OST0005 /mnt/aifs-OST0005 lustre defaults,_netdev 0 0"
-    assert lu["mdadm_conf"]["oss02"][1] == "ARRAY /dev/md/aifs-OST0005 metadata=1.2 name=oss02:aifs-OST0005"
+    assert mdadm_conf_lines(targets["oss02"])[1] == "ARRAY /dev/md/aifs-OST0005 metadata=1.2 name=oss02:aifs-OST0005"
     assert lu["server_lnet"]["modprobe"].startswith('options lnet networks="o2ib0(')
 
 
