@@ -59,6 +59,20 @@ def test_lustre_is_configuration_only_in_the_lab(hosts: dict[str, Any], plan: di
         assert "lustre" not in host.file("/proc/mounts").content_string, name
 
 
+def test_lustre_md_arrays_are_recorded_not_built(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    """Each Lustre server has mdadm and its targets' planned ARRAY lines where mdadm reads them; no array is
+    built in the lab (the host kernel has no md driver loaded, the containers no NVMe devices)."""
+    if plan["storage"]["type"] != "lustre":
+        pytest.skip(f"storage is {plan['storage']['type']}, not Lustre")
+    for name, targets in plan["storage"]["lustre"]["targets"].items():
+        host = hosts[name]
+        assert host.package("mdadm").is_installed, name
+        conf = host.file("/etc/mdadm/mdadm.conf.d/gpucluster-lustre.conf").content_string
+        want = [t["array"]["conf_line"] for t in targets if t["array"]]
+        assert want and [x for x in conf.splitlines() if x.startswith("ARRAY ")] == want, name
+        assert " active " not in host.run("cat /proc/mdstat 2>/dev/null").stdout, name
+
+
 def test_local_raid_is_not_built_without_devices(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
     if plan["storage"]["type"] != "local_nvme":
         pytest.skip(f"storage is {plan['storage']['type']}, not local NVMe")

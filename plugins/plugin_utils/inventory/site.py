@@ -166,7 +166,10 @@ class Lustre:
     osts_per_oss: Any = None
     server_interfaces: Any = None  # unset or empty: the storage servers' (Storage.server_interfaces)
     mdt_device: Any = None
+    mdt_devices: Any = None  # the MDT's md mirror members (storage/raid.py); or mdt_device alone
     ost_devices: Any = None
+    protection: Any = None  # {kind, level, mdt_level}; unset: md arrays (storage/raid.py)
+    allow_unprotected: Any = False  # a raw single-device target plans only with true (a plan warning)
     allow_format_devices: Any = None
     layouts: Any = None  # per path; unset: storage/lustre.py's layouts
 

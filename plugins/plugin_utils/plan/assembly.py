@@ -50,12 +50,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import (
     lustre_targets,
     nfs,
     nvmeof,
+    raid,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import (
     DATA_SERVERS,
     local_ceiling,
     local_raid_plan,
+    protected_capacity,
     server_links,
     storage_ceiling,
     storage_check,
@@ -164,6 +166,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
     ceiling = None if st.type == "local_nvme" else _storage_ceiling(site, nodes, addresses)
     if st.type == "lustre":
         out["lustre"] = _lustre(site, addresses)
+        out["protection"] = _lustre_protection(out["lustre"])
     elif st.type == "nfs":
         nfs_cfg = dict(st.nfs)
         out["nfs"] = nfs.nfs_plan(
@@ -179,6 +182,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
                 ceiling=ceiling,
             ),
         )
+        out["protection"] = _declared_protection("nfs", nfs_cfg, "NFS export")
     elif st.type == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
         out["nvmeof"] = nvmeof.nvmeof_plan(
             nvmeof=dict(st.nvmeof),
@@ -205,6 +209,7 @@ def _storage(site: Site, tier: tiers.TierProfile, nodes: int, addresses: dict[st
             server_interfaces=_server_interfaces(site),
             rdma=site.fabric_model.type in RDMA_FABRICS,
         )
+        out["protection"] = _declared_protection("beegfs", dict(st.beegfs), "BeeGFS targets")
     else:
         out["local_nvme"] = local_raid_plan(
             dict(st.local_nvme),
@@ -286,6 +291,7 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
     allow = lu.allow_format
     require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
     mount_point = lu.mount_point
+    protection_warnings: list[str] = []
     targets = lustre_targets.lustre_targets(
         fsname=fsname,
         mds=mds,
@@ -294,15 +300,20 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
         mdt_device=lu.mdt_device,
         ost_devices=lu.ost_devices,
         osts_per_oss=per_oss,
+        mdt_devices=lu.mdt_devices,
+        protection=lu.protection,
+        allow_unprotected=lu.allow_unprotected,
         field=p,
+        warnings=protection_warnings,
     )
-    # per host: the MDT's path is often OST 0's path on the OSSs (format_permission.py)
+    # per host: the MDT's path is often OST 0's path on the OSSs (format_permission.py); an array's
+    # members and the array itself (/dev/md/<target>) may be listed
     allowed = host_devices(
         lu.allow_format_devices,
         f"{p}.allow_format_devices",
-        {host: [t["device"] for t in ts] for host, ts in targets.items()},
+        lustre_targets.planned_devices(targets),
         [h.name for h in site.hosts],
-        what=f"Lustre target ({p}.mdt_device on lustre_mds, {p}.ost_devices on lustre_oss)",
+        what=f"Lustre target ({p}.mdt_devices on lustre_mds, {p}.ost_devices on lustre_oss, or their md arrays)",
     )
     return {
         "fsname": fsname,
@@ -326,9 +337,30 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
             "options": "defaults,_netdev,flock",
         },
         "targets": targets,
+        "protection_warnings": protection_warnings,
         "allow_format": allow,
         "allow_format_devices": allowed,
     }
+
+
+def _lustre_protection(lplan: dict[str, Any]) -> dict[str, Any]:
+    """plan.storage.protection of a Lustre site: the MDT's and the OSTs' levels (storage/raid.py)."""
+    parts, counts = {}, {}
+    for kind in ("mdt", "ost"):
+        mine = [t for ts in lplan["targets"].values() for t in ts if t["kind"] == kind]
+        part = dict(mine[0]["protection"], members=len(mine[0]["members"]))
+        if mine[0]["array"]:
+            part.update({k: mine[0]["array"][k] for k in ("chunk_kib", "usable_devices", "mkfs_options")})
+        parts[kind], counts[kind] = part, len(mine)
+    out = raid.summary("lustre", parts, lplan["protection_warnings"])
+    out["capacity"] = protected_capacity(parts, counts)
+    return out
+
+
+def _declared_protection(kind: str, section: dict[str, Any], what: str) -> dict[str, Any]:
+    """plan.storage.protection of an NFS or BeeGFS site: the volume the inventory declares (storage/raid.py)."""
+    part = raid.declared_protection(section, f"gpucluster_storage.{kind}", what)
+    return raid.summary(kind, {kind: part}, part.pop("warnings"))
 
 
 def _nccl(site: Site, fab: Mapping[str, Any], link: interconnect.IntraNode) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import I
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import ha_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import INTRO as MPI_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import mpi_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import drain_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nvmeof import discovery_conf_text
 
@@ -590,6 +591,8 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
         rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
         sections.append(_section("Lustre", rows))
+    if "protection" in st:  # storage/raid.py: what one NVMe failure costs (issue 38)
+        sections.append(_section("Data protection", raid.protection_rows(st["protection"]), raid.PROTECTION_INTRO))
     if (st.get("nfs") or {}).get("links"):  # storage/nfs.py: the links the storage floors are checked against
         links = st["nfs"]["links"]
         rows = [
@@ -729,6 +732,7 @@ def report_summary(plan: dict[str, Any]) -> dict[str, list[str]]:
     """What a reader must see first: ``warnings`` (empty for a clean plan), then ``next_steps``."""
     c, tier, par = plan["cluster"], plan["tier"], plan["parallelism"]
     warnings = _power_warnings(plan) + ups_warnings(plan.get("ups")) + _storage_warnings(plan)
+    warnings += list((plan["storage"].get("protection") or {}).get("warnings") or [])  # storage/raid.py
     if not par["fits"]:
         warnings.append(f"Model does not fit: {par['strategy'].removeprefix('does not fit: ')}.")
     if c["compute_nodes"] != tier["nodes"]:

@@ -10,13 +10,20 @@ mkfs.lustre options from the Lustre manual and lustre-release ``lustre/doc/mkfs.
 address on the LNet network, ``10.30.2.10@o2ib0``). Target names are ``fsname-MDT0000`` /
 ``fsname-OST000a`` (hex index); ldiskfs labels read ``fsname:OST000a`` until the target first
 registers with the MGS, ``fsname-OST000a`` after, which the block_device_guard accepts both.
+
+Data protection (storage/raid.py): each target sits on an md array built from its planned devices
+(RAID-6 OSTs, RAID-1/10 MDT) at ``/dev/md/<target name>``, or on a declared hardware RAID volume, or,
+only with ``allow_unprotected: true``, on one raw device. An md target's mkfs.lustre gets the
+array's ldiskfs alignment, ``--mkfsoptions=-E stride=..,stripe_width=..`` (Lustre manual,
+"Configuring Storage on a Lustre File System", https://doc.lustre.org/lustre_manual.xhtml#configuringstorage).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
 
 MOUNT_ROOT = "/mnt"
 MOUNT_OPTIONS = "defaults,_netdev"
@@ -31,19 +38,54 @@ def _device(value: Any, field: str) -> str:
     return value
 
 
-def _target(fsname: str, kind: str, index: int, device: str, mkfs_flags: list[str]) -> dict[str, Any]:
+def _target(
+    fsname: str,
+    kind: str,
+    index: int,
+    host: str,
+    members: list[str],
+    protection: dict[str, Any],
+    mkfs_flags: list[str],
+) -> dict[str, Any]:
     name = target_name(fsname, kind, index)
     mount_point = f"{MOUNT_ROOT}/{name}"
+    array = None
+    if protection["kind"] == "md":
+        array = raid.md_array(
+            host=host, target=name, members=members, level=protection["level"], reason=protection["reason"]
+        )
+    device = array["path"] if array else members[0]
+    options = [f"--mkfsoptions={array['mkfs_options']}"] if array and array["mkfs_options"] else []
     return {
         "name": name,
         "kind": kind,
         "index": index,
         "device": device,
+        "members": list(members),
+        "array": array,
+        "protection": {k: protection[k] for k in ("kind", "level", "survives", "reason")},
         "mount_point": mount_point,
         "mount_options": MOUNT_OPTIONS,
-        "mkfs_argv": ["mkfs.lustre", f"--fsname={fsname}", *mkfs_flags, f"--index={index}", device],
+        "mkfs_argv": ["mkfs.lustre", f"--fsname={fsname}", *mkfs_flags, f"--index={index}", *options, device],
         "fstab": f"{device} {mount_point} lustre {MOUNT_OPTIONS} 0 0",
     }
+
+
+def _devices(value: Any, field: str) -> list[str]:
+    require(isinstance(value, list) and bool(value), field, value, "a list of block devices (/dev/...)")
+    out = [_device(d, f"{field}[{i}]") for i, d in enumerate(value)]
+    require(len(set(out)) == len(out), field, value, "each device listed once")
+    return out
+
+
+def _mdt_devices(mdt_device: Any, mdt_devices: Any, field: str) -> list[str]:
+    if mdt_devices is not None:
+        if mdt_device is not None:
+            raise PlanError(
+                f"{field}.mdt_device", mdt_device, f"unset when {field}.mdt_devices lists the MDT's devices"
+            )
+        return _devices(mdt_devices, f"{field}.mdt_devices")
+    return [_device(mdt_device, f"{field}.mdt_device")]
 
 
 def lustre_targets(
@@ -55,30 +97,63 @@ def lustre_targets(
     mdt_device: Any,
     ost_devices: Any,
     osts_per_oss: int,
+    mdt_devices: Any = None,
+    protection: Any = None,
+    allow_unprotected: Any = False,
     field: str = "gpucluster_storage.lustre",
+    warnings: list[str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Per server host, its targets: name, kind, index, device, mount point, mkfs.lustre argv, fstab line."""
-    mdt = _device(mdt_device, f"{field}.mdt_device")
+    """Per server host, its targets: name, kind, index, device (its md array, or the device), members, array
+    (raid.md_array, or None), protection, mount point, mkfs.lustre argv, fstab line.
+
+    ``ost_devices``: each OSS's devices, split in order into ``osts_per_oss`` equal groups (one array per
+    OST; one device per OST is a raw, unprotected OST). ``mdt_devices`` (or the single ``mdt_device``):
+    the MDS's. ``warnings`` (a list) gets the plan warnings of an allowed unprotected layout."""
+    mdt_group = _mdt_devices(mdt_device, mdt_devices, field)
     require(
-        isinstance(ost_devices, list) and len(ost_devices) == osts_per_oss,
+        isinstance(ost_devices, list) and len(ost_devices) >= osts_per_oss,
         f"{field}.ost_devices",
         ost_devices,
-        f"one device per OST on each OSS: {osts_per_oss} devices ({field}.osts_per_oss)",
+        f"the devices of each OSS, at least one per OST ({osts_per_oss}, {field}.osts_per_oss): "
+        f"{osts_per_oss} x the members of one OST array",
     )
-    osts = [_device(d, f"{field}.ost_devices[{i}]") for i, d in enumerate(ost_devices)]
-    require(len(set(osts)) == len(osts), f"{field}.ost_devices", ost_devices, "each device listed once")
+    osts = _devices(ost_devices, f"{field}.ost_devices")
+    spec = raid.protection_spec(protection, f"{field}.protection", ("md", "hardware", "zfs"))
+    prot = raid.lustre_protection(
+        spec=spec,
+        ost_devices=osts,
+        mdt_devices=mdt_group,
+        osts_per_oss=osts_per_oss,
+        allow_unprotected=allow_unprotected,
+        field=field,
+    )
+    if warnings is not None:
+        warnings.extend(prot["warnings"])
     shared = sorted(set(mds) & set(oss))
     require(not shared, "groups.lustre_oss", shared, "OSS hosts that are not also MDS hosts")
     out: dict[str, list[dict[str, Any]]] = {}
     for i, host in enumerate(mds):
         flags = ["--mgs", "--mdt"] if i == 0 else ["--mdt", f"--mgsnode={mgs_nid}"]
-        out[host] = [_target(fsname, "mdt", i, mdt, flags)]
+        out[host] = [_target(fsname, "mdt", i, host, mdt_group, prot["mdt"], flags)]
     for h, host in enumerate(oss):
         out[host] = [
-            _target(fsname, "ost", h * osts_per_oss + k, dev, ["--ost", f"--mgsnode={mgs_nid}"])
-            for k, dev in enumerate(osts)
+            _target(fsname, "ost", h * osts_per_oss + k, host, group, prot["ost"], ["--ost", f"--mgsnode={mgs_nid}"])
+            for k, group in enumerate(prot["ost_groups"])
         ]
     return out
+
+
+def planned_devices(targets: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Per host, every device its targets write to: the members and the array (format permission)."""
+    return {
+        host: [d for t in ts for d in [*t["members"], *([t["device"]] if t["array"] else [])]]
+        for host, ts in targets.items()
+    }
+
+
+def mdadm_conf_lines(targets: list[dict[str, Any]]) -> list[str]:
+    """mdadm.conf ARRAY lines of a host's md targets (mdadm.conf(5): the name identifies the array)."""
+    return [t["array"]["conf_line"] for t in targets if t.get("array")]
 
 
 def mgs_nid(address: str, net: str) -> str:

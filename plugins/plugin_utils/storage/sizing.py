@@ -348,3 +348,26 @@ def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.
         "pcie_gbs": total,
         "line_gbs": total,
     }
+
+
+def protected_capacity(parts: dict[str, dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+    """Raw and usable capacity of the protected storage, in devices' worth (issue 38, storage/raid.py).
+
+    ``parts``: plan.storage.protection's parts (``{ost: {members, usable_devices, level}, ...}``);
+    ``counts``: how many of each part the site has (``{ost: 16, mdt: 1}``). Usable per array:
+    RAID-6 (n-2) x device, RAID-10 n/2, RAID-1 one device, a raw device itself (md(4)); a declared
+    volume (hardware, zfs) counts as the one device it is. Multiply by the device size for bytes.
+    """
+    out: dict[str, Any] = {}
+    for name, part in parts.items():
+        members = int(part.get("members") or 1)
+        usable = float(part.get("usable_devices") or members)
+        n = int(counts.get(name, 1))
+        out[name] = {
+            "arrays": n,
+            "raw_devices": n * members,
+            "usable_devices": round(n * usable, 3),
+            "usable_fraction": round(usable / members, 4),
+            "formula": f"{n} x {part.get('level') or 'raw'} of {members}: {usable:g} devices' worth each",
+        }
+    return out

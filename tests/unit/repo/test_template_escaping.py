@@ -76,14 +76,16 @@ def tricky_inventory(tier: str, **fabric: Any) -> tuple[dict[str, Any], dict[str
         node["nccl_topology"] = "file"  # renders nccl-topo.xml too
     st = site["gpucluster_storage"]
     st["local_scratch"] = _path(st.get("local_scratch", "/raid"))
-    devices = [f"/dev/disk/by-id/nvme-A_B+C@d:e.{i}" for i in range(8)]
+    devices = [f"/dev/disk/by-id/nvme-A_B+C@d:e.{i}" for i in range(40)]
     if st["type"] == "nfs":
         for export in st["nfs"]["exports"]:
             export.update(path=_path(export["path"]), mount_point=_path(export["mount_point"]))
         base = st["nfs"]["exports"][0]["mount_point"]
     elif st["type"] == "lustre":
         lu = st["lustre"]
-        lu.update(mount_point=_path(lu["mount_point"]), mdt_device="/dev/disk/by-id/nvme-M_D+T@d:e.0")
+        lu.update(
+            mount_point=_path(lu["mount_point"]), mdt_devices=[f"/dev/disk/by-id/nvme-M_D+T@d:e.{i}" for i in (0, 1)]
+        )
         lu["ost_devices"] = devices[: len(lu["ost_devices"])]
         base = lu["mount_point"]
     else:
@@ -243,7 +245,13 @@ def test_lustre_files_round_trip(case: str) -> None:
     lu = tricky_plan(case)["storage"]["lustre"]
     for host, _, text in _files(case, "lustre-mkfs.list.j2"):
         lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-        assert [shlex.split(line) for line in lines] == [t["mkfs_argv"] for t in lu["targets"][host]]
+        # each target: its md array's mdadm --create (where it has one), then its mkfs.lustre
+        want = [
+            argv
+            for t in lu["targets"][host]
+            for argv in ([t["array"]["create_argv"]] if t["array"] else []) + [t["mkfs_argv"]]
+        ]
+        assert [shlex.split(line) for line in lines] == want
     for host, _, text in _files(case, "lustre-fstab.j2"):
         for line, target in zip(
             [x for x in text.splitlines() if x and not x.startswith("#")], lu["targets"][host], strict=True

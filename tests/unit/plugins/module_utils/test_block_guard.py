@@ -133,3 +133,40 @@ def test_wipefs_sees_what_blkid_missed() -> None:
 
 def test_ambivalent_blkid_is_a_signature() -> None:
     assert _probe(blkid_rc=8)[0]["type"] == "ambivalent-signatures"
+
+
+# -- Lustre targets on md RAID (issue 38): the plan's array, as lustre_targets.yml passes it -----------
+
+
+def _ost_args(**kw: object) -> dict[str, object]:
+    members = ["/dev/nvme1n1", "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1"]
+    args: dict[str, object] = dict(
+        devices=members, raid_device="/dev/md/aifs-OST0000", raid_level="raid6", filesystem="lustre",
+        label="aifs-OST0000", allow_format=False, allow_format_devices=[], flag="gpucluster_storage.lustre",
+        present=dict.fromkeys(members, True), probes={}, array=None, mdstat={},
+    )  # fmt: skip
+    args.update(kw)
+    return args
+
+
+def test_blank_members_get_a_new_array_and_target() -> None:
+    out = guard(**_ost_args())
+    assert out["state"] == "create" and out["create_array"] and out["mkfs"]
+
+
+def test_an_array_holding_its_target_is_left_as_is() -> None:
+    array = {"level": "raid6", "devices": ["/dev/nvme1n1", "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1"]}
+    ldiskfs = {"/dev/md/aifs-OST0000": [{"type": "ext4", "label": "aifs-OST0000", "offset": "0x438"}]}
+    out = guard(**_ost_args(array=array, probes=ldiskfs))
+    assert (out["state"], out["create_array"], out["mkfs"], out["wipe"]) == ("ready", False, False, [])
+
+
+def test_members_of_an_unrecorded_array_are_never_taken() -> None:
+    """After a reboot without the ARRAY line the array may run as md127: its members stay untouched."""
+    mdstat = {"md127": {"state": "active", "level": "raid6", "devices": ["/dev/nvme1n1", "/dev/nvme2n1"]}}
+    with pytest.raises(GuardError, match=r"belong to the active array /dev/md127"):
+        guard(**_ost_args(mdstat=mdstat, allow_format=True, allow_format_devices=["/dev/nvme1n1"]))
+    # not running: its members carry linux_raid_member signatures, refused without the allow list
+    member = [{"type": "linux_raid_member", "label": "oss01:aifs-OST0000", "offset": "0x1000"}]
+    with pytest.raises(GuardError, match=r"refusing to format /dev/nvme1n1: it carries linux_raid_member"):
+        guard(**_ost_args(probes={"/dev/nvme1n1": member}))

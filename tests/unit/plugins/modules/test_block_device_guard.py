@@ -320,3 +320,30 @@ def test_wipefs_failure_is_not_blank(
     dev = _image(tmp_path / "nvme2n1.img")
     out = run_module(capsys, devices=[dev], mdstat=no_arrays)
     assert out["failed"] and f"cannot read {dev} with wipefs (rc 1)" in out["msg"] and "not proven blank" in out["msg"]
+
+
+RAID6_EXPORT = """MD_LEVEL=raid6
+MD_DEVICES=4
+MD_METADATA=1.2
+MD_UUID=9a0c4e1b:77d2f3a8:1e5b6c90:4f2a8d13
+MD_DEVNAME=aifs-OST0000
+MD_NAME=oss01:aifs-OST0000
+""" + "".join(
+    f"MD_DEVICE_dev_{n}_ROLE={i}\nMD_DEVICE_dev_{n}_DEV={{p{i}}}\n" for i, n in enumerate(("a", "b", "c", "d"))
+)
+
+
+def test_existing_raid6_lustre_target_is_neither_recreated_nor_reformatted(
+    tmp_path: Path, fake_mdadm: Path, no_arrays: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-run on an OSS whose RAID-6 array holds its OST (issue 38): the guard says ready, nothing else."""
+    members = [_image(tmp_path / f"nvme{i}n1.img") for i in (1, 2, 3, 4)]
+    raid = _image(tmp_path / "aifs-OST0000", "ext4", label="aifs-OST0000")  # ldiskfs after registration
+    fake_mdadm.write_text(RAID6_EXPORT.format(**{f"p{i}": m for i, m in enumerate(members)}))
+    args = dict(devices=members, raid_device=raid, filesystem="lustre", label="aifs-OST0000", mdstat=no_arrays)
+    out = run_module(capsys, raid_level="raid6", allow_format=True, allow_format_devices=[*members, raid], **args)
+    assert not out.get("failed"), out
+    assert out["state"] == "ready" and not out["create_array"] and not out["mkfs"] and out["wipe"] == []
+    # the same members as a RAID-1 in the plan: a changed level is never rebuilt, whatever the flags
+    out = run_module(capsys, raid_level="raid1", allow_format=True, allow_format_devices=[*members, raid], **args)
+    assert out["failed"] and "existing raid6 array" in out["msg"] and "not rebuilt" in out["msg"]

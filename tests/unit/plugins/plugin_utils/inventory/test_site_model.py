@@ -151,7 +151,7 @@ def test_the_lustre_models_fields_are_the_sections() -> None:
     raw, groups = _inventory("tier3")
     lu = raw["gpucluster_storage"]["lustre"]
     m = load_site(raw, groups).lustre_model
-    assert (m.osts_per_oss, m.mdt_device, m.ost_devices) == (lu["osts_per_oss"], lu["mdt_device"], lu["ost_devices"])
+    assert (m.osts_per_oss, m.mdt_devices, m.ost_devices) == (lu["osts_per_oss"], lu["mdt_devices"], lu["ost_devices"])
     assert (m.allow_format_devices, m.layouts) == (lu.get("allow_format_devices"), lu.get("layouts"))
     # unset: None, which the plan's checks name (osts_per_oss is required for Lustre)
     assert (Lustre().osts_per_oss, Lustre().layouts, Lustre().server_interfaces) == (None, None, None)

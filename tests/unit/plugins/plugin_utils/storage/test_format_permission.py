@@ -49,8 +49,8 @@ def _error(tier: str, entries: list[Any], section: str = "lustre") -> PlanError:
 def test_mdt_permission_does_not_reach_the_oss_with_the_same_path(tier: str) -> None:
     plain = _lustre_plan(tier)
     mds, oss = plain["mds"][0], plain["oss"]
-    mdt = plain["targets"][mds][0]["device"]
-    assert all(plain["targets"][h][0]["device"] == mdt for h in oss)  # the trap: OST 0 has the MDT's path
+    mdt = plain["targets"][mds][0]["members"][0]
+    assert all(plain["targets"][h][0]["members"][0] == mdt for h in oss)  # the trap: OST 0 has the MDT's path
 
     lu = _lustre_plan(tier, allow_format=True, allow_format_devices=[f"{mds}:{mdt}"])
     assert lu["allow_format_devices"][mds] == [mdt]
@@ -105,9 +105,17 @@ def test_host_without_that_role_is_refused() -> None:
 
 
 def test_device_not_planned_on_that_host_is_refused() -> None:
-    err = _error("tier3", ["mds01:/dev/nvme2n1"])  # an OST path, but mds01 holds only the MDT
-    assert err.field == f"{LU}.allow_format_devices[0]" and err.value == "mds01:/dev/nvme2n1"
-    assert "a device planned on mds01 (/dev/nvme1n1)" in str(err)
+    err = _error("tier3", ["mds01:/dev/nvme3n1"])  # an OST path, but mds01 holds only the MDT's mirror
+    assert err.field == f"{LU}.allow_format_devices[0]" and err.value == "mds01:/dev/nvme3n1"
+    assert "a device planned on mds01 (/dev/nvme1n1, /dev/nvme2n1, /dev/md/aifs-MDT0000)" in str(err)
+
+
+def test_array_and_members_may_be_allowed_on_their_host() -> None:
+    """An md target's members and its array (/dev/md/<target>) are the host's planned devices."""
+    entries = ["oss01:/dev/md/aifs-OST0000", "oss01:/dev/nvme1n1"]
+    lu = _lustre_plan("tier3", allow_format=True, allow_format_devices=entries)
+    assert lu["allow_format_devices"]["oss01"] == ["/dev/md/aifs-OST0000", "/dev/nvme1n1"]
+    assert lu["allow_format_devices"]["oss02"] == []
 
 
 def test_local_nvme_entries_are_per_host_too() -> None:

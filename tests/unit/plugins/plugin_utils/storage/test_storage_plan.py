@@ -17,7 +17,11 @@ from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nfs as nfs_mount
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import lustre_targets, target_name
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import (
+    lustre_targets,
+    mdadm_conf_lines,
+    target_name,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
@@ -172,14 +176,24 @@ def test_tier3_targets_per_host() -> None:
     assert sorted(targets) == ["mds01", "oss01", "oss02"]
     (mdt,) = targets["mds01"]
     assert mdt["name"] == "aifs-MDT0000" and mdt["mount_point"] == "/mnt/aifs-MDT0000"
-    assert mdt["mkfs_argv"] == ["mkfs.lustre", "--fsname=aifs", "--mgs", "--mdt", "--index=0", "/dev/nvme1n1"]
+    # the MGS/MDT on an md RAID-1 mirror of mdt_devices (storage/raid.py): no chunk, no ldiskfs stride
+    assert mdt["mkfs_argv"] == ["mkfs.lustre", "--fsname=aifs", "--mgs", "--mdt", "--index=0", "/dev/md/aifs-MDT0000"]
+    assert mdt["members"] == ["/dev/nvme1n1", "/dev/nvme2n1"] and mdt["array"]["level"] == "raid1"
     assert [t["index"] for t in targets["oss01"]] == [0, 1, 2, 3]
     assert [t["index"] for t in targets["oss02"]] == [4, 5, 6, 7]
     ost = targets["oss02"][1]
+    # OST 5 = oss02's second RAID-6 of 4 (its devices 5..8); 512 KiB chunks x 2 data disks = the 1 MiB RPC
+    assert ost["members"] == ["/dev/nvme5n1", "/dev/nvme6n1", "/dev/nvme7n1", "/dev/nvme8n1"]
     assert ost["mkfs_argv"] == [
-        "mkfs.lustre", "--fsname=aifs", "--ost", "--mgsnode=10.30.2.10@o2ib0", "--index=5", "/dev/nvme2n1",
+        "mkfs.lustre", "--fsname=aifs", "--ost", "--mgsnode=10.30.2.10@o2ib0", "--index=5",
+        "--mkfsoptions=-E stride=128,stripe_width=256", "/dev/md/aifs-OST0005",
     ]  # fmt: skip
-    assert ost["fstab"] == "/dev/nvme2n1 /mnt/aifs-OST0005 lustre defaults,_netdev 0 0"
+    assert ost["array"]["create_argv"] == [
+        "mdadm", "--create", "/dev/md/aifs-OST0005", "--run", "--metadata=1.2", "--level=6", "--raid-devices=4",
+        "--name=oss02:aifs-OST0005", "--chunk=512K", *ost["members"],
+    ]  # fmt: skip
+    assert ost["fstab"] == "/dev/md/aifs-OST0005 /mnt/aifs-OST0005 lustre defaults,_netdev 0 0"
+    assert mdadm_conf_lines(targets["oss02"])[1] == "ARRAY /dev/md/aifs-OST0005 metadata=1.2 name=oss02:aifs-OST0005"
     assert lu["server_lnet"]["modprobe"].startswith('options lnet networks="o2ib0(')
 
 
@@ -192,7 +206,7 @@ def test_tier4_ost_names_are_hex() -> None:
 def test_second_mds_points_at_the_mgs() -> None:
     out = lustre_targets(
         fsname="fs", mds=["mds01", "mds02"], oss=["oss01"], mgs_nid="10.0.0.1@tcp", mdt_device="/dev/sdb",
-        ost_devices=["/dev/sdc"], osts_per_oss=1,
+        ost_devices=["/dev/sdc"], osts_per_oss=1, allow_unprotected=True,
     )  # fmt: skip
     assert out["mds02"][0]["mkfs_argv"] == [
         "mkfs.lustre", "--fsname=fs", "--mdt", "--mgsnode=10.0.0.1@tcp", "--index=1", "/dev/sdb",
@@ -243,8 +257,9 @@ def test_lnet_interface_without_an_address_names_the_field() -> None:
 def test_storage_role_files_per_host() -> None:
     files = _storage_files(_plan("tier3"))
     rendered = ["/etc/modprobe.d/lustre.conf", "/etc/lnet.conf", "/etc/gpucluster/lustre/mkfs.list"]
-    assert files["mds01"] == [*rendered, "/etc/gpucluster/lustre/fstab", "/etc/gpucluster/lustre/set_param.list"]
-    assert files["oss01"] == [*rendered, "/etc/gpucluster/lustre/fstab"]
+    rendered += ["/etc/gpucluster/lustre/fstab", "/etc/mdadm/mdadm.conf.d/gpucluster-lustre.conf"]
+    assert files["mds01"] == [*rendered, "/etc/gpucluster/lustre/set_param.list"]
+    assert files["oss01"] == rendered
     assert files["compute01"] == [] and files["head01"] == []
     assert all(not f for f in _storage_files(_plan("tier1")).values())  # local RAID renders no file
 
