@@ -24,7 +24,10 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml impor
     setstripe_args,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import (
+    CLIENT_MOUNT_BEFORE,
+    systemd_mount_unit_name,
+)
 
 
 def check_stripe(count: int, size: int, ost_count: int, field: str) -> None:
@@ -160,11 +163,6 @@ def lctl_set_param_commands(tunables: dict[str, int], fsname: str) -> list[str]:
     return [f"lctl set_param -P {p}" for p in _scoped(tunables, fsname)]
 
 
-#: What a client's shared file system mount comes before (ordering only, systemd.unit(5) Before=):
-#: slurmd (jobs read and write the shared paths), the checkpoint drain (its remote path), and on the
-#: Kubernetes path containerd and kubelet (the teams' PersistentVolumes are folders of the mount).
-#: Ordering against a unit that is not installed has no effect, so one list serves both schedulers.
-CLIENT_MOUNT_BEFORE = ("slurmd.service", "gpucluster-ckpt-drain.service", "containerd.service", "kubelet.service")
 #: The oneshot that sets the client tunables once the file system is mounted (lctl set_param, not -P:
 #: a client's own settings, lost at unmount, so it runs after every mount)
 TUNABLES_UNIT = "gpucluster-lustre-tunables.service"
