@@ -181,9 +181,9 @@ def client_mount(
     """A client's mount of the file system (mount.lustre(8): ``MGSNID:/FSNAME``) and what its units need:
     the systemd unit name of the mount point (``unit_name``: systemd-escape --path --suffix=mount), what the
     mount comes before, and the client tunables as ``lctl set_param`` arguments scoped to ``fsname``."""
-    ok = isinstance(mount_point, str) and re.fullmatch(r"(/[A-Za-z0-9._+-]+)+", mount_point) is not None
+    ok = isinstance(mount_point, str) and re.fullmatch(r"(/[^/\s]+)+", mount_point) is not None
     if not ok or ".." in str(mount_point).split("/"):
-        raise PlanError(field, mount_point, "an absolute path of letters, digits and . _ + - (no '..', no final '/')")
+        raise PlanError(field, mount_point, "an absolute path without spaces, '..' or a final '/'")
     unit_name = systemd_mount_unit_name(mount_point)
     return {
         "what": f"{mgs_nid}:/{fsname}",
@@ -211,24 +211,30 @@ _MOUNT_ORDER_NOTE = """\
 """
 
 
+def _pct(value: str) -> str:
+    """``value`` in a unit setting that resolves specifiers (systemd.unit(5) "Specifiers"): '%' doubled."""
+    return value.replace("%", "%%")
+
+
 def mount_unit_text(mount: dict[str, Any]) -> str:
     """The systemd mount unit of the plan's ``storage.lustre.client_mount``: rendered on the way to the
     clients (filter gpucluster.tiers.lustre_client_unit), not stored in the plan."""
+    what, where = _pct(mount["what"]), _pct(mount["where"])
     return (
         "# Planned by gpucluster.tiers: the Lustre client mount of the cluster's shared storage.\n"
         + _MOUNT_ORDER_NOTE
         + "[Unit]\n"
-        f"Description=Lustre {mount['what']} at {mount['where']}\n"
+        f"Description=Lustre {what} at {where}\n"
         "Documentation=man:mount.lustre(8) man:systemd.mount(5)\n"
         "Wants=network-online.target lnet.service\n"
         "After=network-online.target lnet.service\n"
         f"Before={' '.join(mount['before'])}\n"
         "\n"
         "[Mount]\n"
-        f"What={mount['what']}\n"
-        f"Where={mount['where']}\n"
+        f"What={what}\n"
+        f"Where={where}\n"
         f"Type={mount['type']}\n"
-        f"Options={mount['options']}\n"
+        f"Options={_pct(mount['options'])}\n"
         "TimeoutSec=90\n"
         "\n"
         "[Install]\n"
@@ -245,7 +251,7 @@ def tunables_unit_text(mount: dict[str, Any]) -> str:
         "# Planned by gpucluster.tiers: the Lustre client tunables (bounded by the node's RAM, report.md),\n"
         "# set after each mount: lctl set_param without -P is this client's own and ends with the mount.\n"
         "[Unit]\n"
-        f"Description=Lustre client tunables for {mount['where']}\n"
+        f"Description=Lustre client tunables for {_pct(mount['where'])}\n"
         "Documentation=man:lctl-set_param(8)\n"
         f"Requires={unit}\n"
         f"After={unit}\n"
@@ -255,7 +261,7 @@ def tunables_unit_text(mount: dict[str, Any]) -> str:
         "[Service]\n"
         "Type=oneshot\n"
         "RemainAfterExit=yes\n"
-        f"ExecStart={LCTL} set_param {' '.join(mount['set_param'])}\n"
+        f"ExecStart={LCTL} set_param {_pct(' '.join(mount['set_param']))}\n"
         "\n"
         "[Install]\n"
         f"WantedBy={unit}\n"
