@@ -93,7 +93,7 @@ def test_lustre_client_units_verify_and_come_before_slurmd(hosts: dict[str, Any]
         facts = dict(line.split("=", 1) for line in lines if re.fullmatch(r"[a-z_]+=.*", line))
         assert facts["verify"] == "0", (name, out)
         # the tunables unit's only complaint where the Lustre utilities are missing is their lctl
-        complaints = [line for line in lines if ".service:" in line and "/usr/sbin/lctl" not in line]
+        complaints = [line for line in lines if line.startswith(f"{tunables}:") and "/usr/sbin/lctl" not in line]
         assert not complaints and (facts["tunables"] == "0" or facts["modinfo"] != "0"), (name, out)
         assert facts["enabled"] == "enabled,enabled,", (name, out)
         if facts["modinfo"] != "0":  # no client modules (the lab): installed, enabled, not started
