@@ -433,6 +433,23 @@ def nfs_mount_unit(mount: Mapping[str, Any], server: str) -> str:
     return str(_run("nfs_mount_unit", nfs.mount_unit_text, _mount("nfs_mount_unit", mount), str(server)))
 
 
+def lustre_client_unit(mount: Mapping[str, Any], kind: str = "mount") -> str:
+    """A Lustre client's systemd unit from plan.storage.lustre.client_mount: its mount unit (kind mount)
+    or the oneshot that sets the client tunables after the mount (kind tunables)."""
+    keys = ("what", "where", "type", "options", "unit_name", "before", "set_param")
+    if not isinstance(mount, Mapping) or any(k not in mount for k in keys):
+        raise AnsibleFilterError(
+            "gpucluster.tiers.lustre_client_unit: input must be the plan's storage.lustre.client_mount "
+            f"({', '.join(keys)})"
+        )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+
+    texts = {"mount": lustre.mount_unit_text, "tunables": lustre.tunables_unit_text}
+    if kind not in texts:
+        raise AnsibleFilterError(f"gpucluster.tiers.lustre_client_unit: kind must be mount or tunables, not {kind!r}")
+    return str(_run("lustre_client_unit", texts[kind], mount))
+
+
 def slurm_state_mount_unit(mount: Mapping[str, Any]) -> str:
     """The controllers' systemd mount unit of Slurm's StateSaveLocation from plan.slurm.ha.state_save_mount."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import ha
@@ -596,6 +613,7 @@ class FilterModule:
             "nccl_topology_xml": nccl_topology_xml,
             "mig_parted_config": mig_parted_config,
             "nfs_mount_unit": nfs_mount_unit,
+            "lustre_client_unit": lustre_client_unit,
             "slurm_state_mount_unit": slurm_state_mount_unit,
             "beegfs_conf": beegfs_conf,
             "nvmet_config_json": nvmet_config_json,

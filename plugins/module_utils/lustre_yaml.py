@@ -169,16 +169,60 @@ def _read(text: str) -> tuple[dict[str, str], list[dict[str, Any]] | None]:
     return header, comps
 
 
+_PAIR = re.compile(r"([A-Za-z_][\w.]*):[ \t]+(\S+)")
+
+
+def _parse_plain(text: str) -> list[dict[str, Any]] | None:
+    """The same layout as ``lfs getstripe -d DIR`` prints it without ``--yaml``: the path first, the
+    header and component keys indented, and a directory's sub-layout on one line of ``key: value``
+    pairs (``lov_dump_user_lmm_v1v3``: the separator is a space for a directory unless yaml)."""
+    comps: list[dict[str, Any]] = []
+    header: dict[str, str] = {}
+    current: dict[str, Any] | None = None
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not stripped or stripped.startswith(("-", "#")) or "{" in stripped:
+            continue  # blank, objects of a file's component
+        for key, value in _PAIR.findall(stripped):
+            key = key[4:] if key.startswith("lmm_") else key
+            if key == "lcme_id":
+                current = {"sub_layout": {}}
+                comps.append(current)
+            if key.startswith("lcme_") and current is not None:
+                current.setdefault(key, value)
+            elif current is not None:
+                current["sub_layout"].setdefault(key, value)
+            else:
+                header.setdefault(key, value)
+    if comps:
+        out = []
+        for i, comp in enumerate(comps):
+            what = f"components[{i}]"
+            if not comp["sub_layout"]:
+                raise LayoutError(f"lfs getstripe: {what} has no stripe_count/stripe_size")
+            start = _int(comp.get("lcme_extent.e_start", 0), f"{what}.lcme_extent.e_start")
+            end = _end(comp.get("lcme_extent.e_end", "EOF"), f"{what}.lcme_extent.e_end")
+            out.append(_sub_layout(comp["sub_layout"], start, end, what))
+        return out
+    if "stripe_count" in header or "stripe_size" in header:
+        return [_sub_layout(header, 0, EOF_END, "layout")]
+    return None
+
+
 def parse_getstripe_yaml(text: str) -> list[dict[str, Any]] | None:
     """Components of a directory's default layout; None when the directory has none (empty output).
 
     Each component: start, end (-1 = EOF), stripe_count, stripe_size, layout (raid0|mdt), pool.
+    Reads ``lfs getstripe -d --yaml DIR`` and, as recorded on real clients, the same without ``--yaml``
+    (tests/data/lfs/README.md).
     """
+    if any(len(_PAIR.findall(line)) > 1 for line in text.splitlines()):
+        return _parse_plain(text)  # a directory's sub-layout on one line: the output without --yaml
     lines = text.splitlines()
     while lines and not _TOP_KEY.match(lines[0]):
         lines.pop(0)  # the path, printed first by releases before the yaml check
     if not lines:
-        return None
+        return _parse_plain(text) if _PAIR.search(text) else None  # keys, all indented: without --yaml
     header, comps = _read("\n".join(lines))
     if comps is not None:
         out = []

@@ -5,6 +5,7 @@ rendered configuration (no kernel modules in containers)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -71,6 +72,50 @@ def test_lustre_md_arrays_are_recorded_not_built(hosts: dict[str, Any], plan: di
         want = [t["array"]["conf_line"] for t in targets if t["array"]]
         assert want and [x for x in conf.splitlines() if x.startswith("ARRAY ")] == want, name
         assert " active " not in host.run("cat /proc/mdstat 2>/dev/null").stdout, name
+
+
+def test_lustre_client_units_verify_and_come_before_slurmd(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
+    """Each compute node has LNet's files and the planned mount and tunables units, installed and
+    enabled, verified by systemd, ordered after LNet and before slurmd; slurmd runs although the mount
+    cannot happen here (no Lustre modules in a container: the role says so and does not start it)."""
+    if plan["storage"]["type"] != "lustre":
+        pytest.skip(f"storage is {plan['storage']['type']}, not Lustre")
+    lu = plan["storage"]["lustre"]
+    mount = lu["client_mount"]
+    unit, tunables = mount["unit_name"], mount["tunables_unit"]
+    slurm = plan["cluster"]["scheduler"] == "slurm"
+    script = "; ".join(
+        [
+            f"systemd-analyze verify --man=no {shlex.quote(mount['unit_path'])} 2>&1; echo verify=$?",
+            f"systemd-analyze verify --man=no /etc/systemd/system/{tunables} 2>&1; echo tunables=$?",
+            f"echo enabled=$(systemctl is-enabled {shlex.quote(unit)} {tunables} | tr '\\n' ,)",
+            f"echo active=$(systemctl show -p ActiveState --value {shlex.quote(unit)})",
+            f"echo before=$(systemctl show -p Before --value {shlex.quote(unit)})",
+            "echo slurmd_after=$(systemctl show -p After --value slurmd.service)",
+            "echo slurmd_requires=$(systemctl show -p Requires -p BindsTo --value slurmd.service | tr '\\n' ' ')",
+            "echo slurmd=$(systemctl show -p ActiveState --value slurmd.service)",
+            "modinfo lustre >/dev/null 2>&1; echo modinfo=$?",
+        ]
+    )
+    for name in hosts_with(plan, "compute"):
+        host = hosts[name]
+        assert f"net type: {lu['lnet']['net']}" in host.file("/etc/lnet.conf").content_string, name
+        assert lu["lnet"]["modprobe"] in host.file("/etc/modprobe.d/lustre.conf").content_string, name
+        assert _mount_section(mount) in host.file(mount["unit_path"]).content_string, name
+        out = host.check_output(script)
+        lines = out.splitlines()
+        facts = dict(line.split("=", 1) for line in lines if re.fullmatch(r"[a-z_]+=.*", line))
+        assert facts["verify"] == "0", (name, out)
+        # the tunables unit's only complaint where the Lustre utilities are missing is their lctl
+        complaints = [line for line in lines if line.startswith(f"{tunables}:") and "/usr/sbin/lctl" not in line]
+        assert not complaints and (facts["tunables"] == "0" or facts["modinfo"] != "0"), (name, out)
+        assert facts["enabled"] == "enabled,enabled,", (name, out)
+        if facts["modinfo"] != "0":  # no client modules (the lab): installed, enabled, not started
+            assert facts["active"] in ("inactive", "failed"), (name, out)
+        if slurm:
+            assert "slurmd.service" in facts["before"].split() and unit in facts["slurmd_after"].split(), (name, out)
+            assert unit not in facts["slurmd_requires"].split(), (name, out)
+            assert facts["slurmd"] == "active", (name, out)  # the mount that cannot happen never stops slurmd
 
 
 def test_local_raid_is_not_built_without_devices(hosts: dict[str, Any], plan: dict[str, Any]) -> None:

@@ -330,12 +330,8 @@ def _lustre(site: Site, addresses: dict[str, Any]) -> dict[str, Any]:
         "server_lnet": lustre.lnet_config(interfaces=list(server_ifaces), net=net, field=p),
         "mgs_nid": mgs_nid,
         "server_nids": server_nids,  # per server: one NID per LNet interface, each its own address
-        "client_mount": {
-            "what": f"{mgs_nid}:/{fsname}",
-            "where": mount_point,
-            "type": "lustre",
-            "options": "defaults,_netdev,flock",
-        },
+        # the mount and its units (storage/lustre.py client_mount: unit name, order, client tunables)
+        "client_mount": lustre.client_mount(mgs_nid=mgs_nid, fsname=fsname, mount_point=mount_point, tunables=tunables),
         "targets": targets,
         "protection_warnings": protection_warnings,
         "allow_format": allow,

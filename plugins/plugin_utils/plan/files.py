@@ -64,9 +64,10 @@ SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 
 #: Per-unit files, one per unit of the plan at <dest>/<unit name>, the unit as ``item.unit``:
 #: ``network_unit`` the host's interface units (name); ``nfs_mount`` the NFS client mount units of an
-#: NFS plan (storage.nfs.client_mounts, unit_name); ``slurm_state_mount`` the mount unit of Slurm's
+#: NFS plan (storage.nfs.client_mounts, unit_name); ``lustre_mount`` the Lustre client mount unit of a
+#: Lustre plan (storage.lustre.client_mount, unit_name); ``slurm_state_mount`` the mount unit of Slurm's
 #: shared StateSaveLocation (slurm.ha.state_save_mount, unit_name).
-EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "slurm_state_mount")
+EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "lustre_mount", "slurm_state_mount")
 
 
 def _units(kind: str, plan: Mapping[str, Any], host: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -77,6 +78,10 @@ def _units(kind: str, plan: Mapping[str, Any], host: Mapping[str, Any]) -> list[
         nfs = plan["storage"].get("nfs") or {}
         mounts = nfs.get("client_mounts") or [] if plan["storage"]["type"] == "nfs" else []
         return [(unit["unit_name"], unit) for unit in mounts]
+    if kind == "lustre_mount":
+        lustre = plan["storage"].get("lustre") or {} if plan["storage"]["type"] == "lustre" else {}
+        client = lustre.get("client_mount")
+        return [(client["unit_name"], client)] if client else []
     mount = ((plan.get("slurm") or {}).get("ha") or {}).get("state_save_mount")
     return [(mount["unit_name"], mount)] if mount else []
 

@@ -40,6 +40,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import CLIENT_MOUNT_BEFORE
 
 CONF_DIR = "/etc/beegfs"
 #: The files the roles write (paths as the BeeGFS packages install them [B1][B3]).
@@ -294,6 +295,9 @@ def beegfs_plan(
         "network": network,
         "mgmtd_address": mgmtd_host,
         "mount_point": mount_point,
+        # beegfs-client.service mounts beegfs-mounts.conf: its drop-in orders it before these, as the
+        # Lustre and NFS mount units are (ordering only, nfs.CLIENT_MOUNT_BEFORE)
+        "client_before": list(CLIENT_MOUNT_BEFORE),
         "rdma": use_rdma,
         "target_count": target_count,
         "storage_directories": targets,

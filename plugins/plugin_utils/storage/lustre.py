@@ -24,6 +24,10 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml impor
     setstripe_args,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import (
+    CLIENT_MOUNT_BEFORE,
+    systemd_mount_unit_name,
+)
 
 
 def check_stripe(count: int, size: int, ost_count: int, field: str) -> None:
@@ -143,14 +147,125 @@ def lustre_client_tunables(*, client_ram_gib: float, field: str = "gpucluster_no
     }
 
 
-def lctl_set_param_commands(tunables: dict[str, int], fsname: str) -> list[str]:
-    """Permanent settings, run on the MGS, scoped to this file system [L6]."""
+def _scoped(tunables: dict[str, int], fsname: str) -> list[str]:
+    """``PARAM=VALUE`` of each tunable, its device glob narrowed to file system ``fsname``: the
+    client's devices are named ``<fsname>-OSTnnnn-osc-<id>``, ``<fsname>-<id>`` (llite) [L6]."""
     out = []
     for key, value in tunables.items():
         scoped = key.replace("osc.*", f"osc.{fsname}-OST*").replace("llite.*", f"llite.{fsname}-*")
         scoped = scoped.replace("ldlm.namespaces.*", f"ldlm.namespaces.{fsname}-*")
-        out.append(f"lctl set_param -P {scoped}={value}")
+        out.append(f"{scoped}={value}")
     return out
+
+
+def lctl_set_param_commands(tunables: dict[str, int], fsname: str) -> list[str]:
+    """Permanent settings, run on the MGS, scoped to this file system [L6]."""
+    return [f"lctl set_param -P {p}" for p in _scoped(tunables, fsname)]
+
+
+#: The oneshot that sets the client tunables once the file system is mounted (lctl set_param, not -P:
+#: a client's own settings, lost at unmount, so it runs after every mount)
+TUNABLES_UNIT = "gpucluster-lustre-tunables.service"
+#: lctl of the Lustre client utilities (lustre-release's Debian packaging: lustre-client-utils)
+LCTL = "/usr/sbin/lctl"
+
+
+def client_mount(
+    *,
+    mgs_nid: str,
+    fsname: str,
+    mount_point: Any,
+    tunables: dict[str, int],
+    field: str = "gpucluster_storage.lustre.mount_point",
+) -> dict[str, Any]:
+    """A client's mount of the file system (mount.lustre(8): ``MGSNID:/FSNAME``) and what its units need:
+    the systemd unit name of the mount point (``unit_name``: systemd-escape --path --suffix=mount), what the
+    mount comes before, and the client tunables as ``lctl set_param`` arguments scoped to ``fsname``."""
+    ok = isinstance(mount_point, str) and re.fullmatch(r"(/[^/\s]+)+", mount_point) is not None
+    if not ok or ".." in str(mount_point).split("/"):
+        raise PlanError(field, mount_point, "an absolute path without spaces, '..' or a final '/'")
+    unit_name = systemd_mount_unit_name(mount_point)
+    return {
+        "what": f"{mgs_nid}:/{fsname}",
+        "where": mount_point,
+        "type": "lustre",
+        "options": "defaults,_netdev,flock",
+        "unit_name": unit_name,
+        "unit_path": f"/etc/systemd/system/{unit_name}",
+        "before": list(CLIENT_MOUNT_BEFORE),
+        "tunables_unit": TUNABLES_UNIT,
+        "set_param": _scoped(tunables, fsname),
+    }
+
+
+_MOUNT_ORDER_NOTE = """\
+# Order (systemd.unit(5), https://www.freedesktop.org/software/systemd/man/latest/systemd.unit.html;
+# systemd.mount(5), https://www.freedesktop.org/software/systemd/man/latest/systemd.mount.html):
+# - LNet first: lnet.service (Lustre's client package) loads lnet and imports /etc/lnet.conf with the
+#   planned NIDs. Wants=, not Requires=: where it is missing or failed, mount.lustre still loads lnet
+#   with /etc/modprobe.d/lustre.conf's networks= (the same planned interfaces).
+# - Before= slurmd, the checkpoint drain and the container runtimes is ordering only: this unit pulls
+#   none of them in and none requires it, so a mount that cannot happen (no Lustre client, the lab)
+#   delays them by its timeout at most and never stops slurmd from starting. The drain checks the
+#   mount itself (remote_mount) and copies nothing into an empty mount point.
+"""
+
+
+def _pct(value: str) -> str:
+    """``value`` in a unit setting that resolves specifiers (systemd.unit(5) "Specifiers"): '%' doubled."""
+    return value.replace("%", "%%")
+
+
+def mount_unit_text(mount: dict[str, Any]) -> str:
+    """The systemd mount unit of the plan's ``storage.lustre.client_mount``: rendered on the way to the
+    clients (filter gpucluster.tiers.lustre_client_unit), not stored in the plan."""
+    what, where = _pct(mount["what"]), _pct(mount["where"])
+    return (
+        "# Planned by gpucluster.tiers: the Lustre client mount of the cluster's shared storage.\n"
+        + _MOUNT_ORDER_NOTE
+        + "[Unit]\n"
+        f"Description=Lustre {what} at {where}\n"
+        "Documentation=man:mount.lustre(8) man:systemd.mount(5)\n"
+        "Wants=network-online.target lnet.service\n"
+        "After=network-online.target lnet.service\n"
+        f"Before={' '.join(mount['before'])}\n"
+        "\n"
+        "[Mount]\n"
+        f"What={what}\n"
+        f"Where={where}\n"
+        f"Type={mount['type']}\n"
+        f"Options={_pct(mount['options'])}\n"
+        "TimeoutSec=90\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=remote-fs.target\n"
+    )
+
+
+def tunables_unit_text(mount: dict[str, Any]) -> str:
+    """The oneshot that applies the client tunables (``set_param``) after each mount of ``mount``
+    (``lctl set_param``, lctl-set_param(8) [L6]); started by the mount (WantedBy), skipped where
+    the Lustre utilities are not installed."""
+    unit = mount["unit_name"]
+    return (
+        "# Planned by gpucluster.tiers: the Lustre client tunables (bounded by the node's RAM, report.md),\n"
+        "# set after each mount: lctl set_param without -P is this client's own and ends with the mount.\n"
+        "[Unit]\n"
+        f"Description=Lustre client tunables for {_pct(mount['where'])}\n"
+        "Documentation=man:lctl-set_param(8)\n"
+        f"Requires={unit}\n"
+        f"After={unit}\n"
+        f"Before={' '.join(mount['before'])}\n"
+        f"ConditionPathExists={LCTL}\n"
+        "\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        f"ExecStart={LCTL} set_param {_pct(' '.join(mount['set_param']))}\n"
+        "\n"
+        "[Install]\n"
+        f"WantedBy={unit}\n"
+    )
 
 
 def _yaml_str(value: str) -> str:

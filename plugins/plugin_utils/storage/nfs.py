@@ -51,6 +51,13 @@ DIR_MODES = {"home": "0755"}
 SHARED_DIR_MODE = "1777"
 
 
+#: What a client's shared file system mount comes before (ordering only, systemd.unit(5) Before=):
+#: slurmd (jobs read and write the shared paths), the checkpoint drain (its remote path), and on the
+#: Kubernetes path containerd and kubelet (the teams' PersistentVolumes are folders of the mount).
+#: Ordering against a unit that is not installed has no effect, so one list serves both schedulers.
+CLIENT_MOUNT_BEFORE = ("slurmd.service", "gpucluster-ckpt-drain.service", "containerd.service", "kubelet.service")
+
+
 def systemd_mount_unit_name(path: str) -> str:
     """``systemd-escape --path --suffix=mount PATH`` (systemd.unit(5) path escaping)."""
     trimmed = "/".join(p for p in path.split("/") if p)
@@ -242,6 +249,9 @@ def mount_unit_text(mount: dict[str, Any], server: str) -> str:
         f"Description=Shared storage {mount['where']} from {server}\n"
         "Wants=network-online.target\n"
         "After=network-online.target\n"
+        "# ordering only (systemd.unit(5) Before=, https://www.freedesktop.org/software/systemd/man/latest/systemd.unit.html):\n"
+        "# slurmd, the checkpoint drain and the container runtimes start after the mount, never fail for it\n"
+        f"Before={' '.join(CLIENT_MOUNT_BEFORE)}\n"
         "\n"
         "[Mount]\n"
         f"What={mount['what']}\n"

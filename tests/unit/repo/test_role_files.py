@@ -165,7 +165,7 @@ def test_the_filters_plan_has_the_roles_files() -> None:
 
 def test_the_planned_mount_units_go_where_the_plan_says() -> None:
     """The NFS client mounts and Slurm's shared state mount: per-unit files at the plan's unit_path."""
-    for tier, kind in (("tier2", "nfs_mount"), ("tier4", "slurm_state_mount")):
+    for tier, kind in (("tier2", "nfs_mount"), ("tier3", "lustre_mount"), ("tier4", "slurm_state_mount")):
         plan = cluster_plan(*load_inventory(tier))
         units = [f for files in plan["files"].values() for f in files if f["src"].endswith(".mount.j2")]
         assert units, (tier, kind)
@@ -173,6 +173,9 @@ def test_the_planned_mount_units_go_where_the_plan_says() -> None:
     # the units are rendered from the mount's data by the engine's function, not stored in the plan
     assert (ROOT / "roles/compute/templates/nfs-client.mount.j2").read_text() == (
         "{{ item.unit | gpucluster.tiers.nfs_mount_unit(gpucluster_host_plan.storage.nfs.server) }}"
+    )
+    assert (ROOT / "roles/compute/templates/lustre-client.mount.j2").read_text() == (
+        "{{ item.unit | gpucluster.tiers.lustre_client_unit('mount') }}"
     )
     assert (ROOT / "roles/slurm/templates/slurm-state.mount.j2").read_text() == (
         "{{ item.unit | gpucluster.tiers.slurm_state_mount_unit }}"

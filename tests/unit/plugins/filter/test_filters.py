@@ -112,6 +112,7 @@ def test_an_untagged_value_adds_no_file() -> None:
         ("nccl_conf_text", ("not a mapping",)),
         ("nfs_mount_unit", ({"what": "a:/b"}, "nfs01")),
         ("slurm_state_mount_unit", (["what", "where"],)),
+        ("lustre_client_unit", ({"what": "a@o2ib0:/b", "where": "/b"},)),
         ("beegfs_conf", ("not a mapping", "meta")),
         ("nvmet_config_json", ("{}",)),
         ("grafana_provisioning", (None, "datasource")),
@@ -189,6 +190,13 @@ def test_the_document_filters_render_a_plan_read_back_from_json_byte_for_byte() 
     (mount,) = tier2["storage"]["nfs"]["client_mounts"]
     unit = FILTERS["nfs_mount_unit"](mount, tier2["storage"]["nfs"]["server"])
     assert "[Mount]\nWhat=10.20.2.10:/export/shared\nWhere=/shared\nType=nfs\n" in unit
+    tier4 = cluster_plan(*load_inventory("tier4"))
+    lustre = tier4["storage"]["lustre"]["client_mount"]
+    unit = FILTERS["lustre_client_unit"](lustre)
+    assert f"[Mount]\nWhat={lustre['what']}\nWhere={lustre['where']}\nType=lustre\n" in unit
+    assert f"WantedBy={lustre['unit_name']}\n" in FILTERS["lustre_client_unit"](lustre, "tunables")
+    with pytest.raises(AnsibleFilterError, match="kind must be mount or tunables"):
+        FILTERS["lustre_client_unit"](lustre, "fstab")
     tier4 = cluster_plan(*load_inventory("tier4"))
     unit = FILTERS["slurm_state_mount_unit"](tier4["slurm"]["ha"]["state_save_mount"])
     assert "Before=slurmctld.service\n" in unit and unit.endswith("WantedBy=remote-fs.target\n")

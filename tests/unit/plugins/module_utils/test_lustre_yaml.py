@@ -105,3 +105,55 @@ def test_bad_wanted_components_are_refused() -> None:
         normalize_wanted([{"end": 64 << 20, "stripe_count": 1, "stripe_size": 4 << 20}])
     with pytest.raises(LayoutError, match="mdt"):
         normalize_wanted([{"end": 1 << 20, "stripe_count": 1, "stripe_size": 1 << 20}, {"end": -1, "layout": "mdt"}])
+
+
+# -- recorded on real clients (tests/data/lfs/README.md) ---------------------------------------------
+
+PFL4 = [
+    {"end": 100 << 20, "stripe_count": 1, "stripe_size": 1 << 20},
+    {"end": 10 << 30, "stripe_count": 8, "stripe_size": 1 << 20},
+    {"end": 100 << 30, "stripe_count": 16, "stripe_size": 1 << 20},
+    {"end": -1, "stripe_count": 32, "stripe_size": 1 << 20},
+]
+
+
+def test_recorded_directory_default_without_yaml_reads_like_its_yaml_form() -> None:
+    plain = parse_getstripe_yaml((DATA / "recorded_dom_dir_plain.txt").read_text())
+    assert plain == parse_getstripe_yaml((DATA / "recorded_dom_dir.yaml").read_text())
+    assert plain == [
+        {"start": 0, "end": 64 << 10, "stripe_count": 0, "stripe_size": 64 << 10, "layout": "mdt", "pool": None},
+        {
+            "start": 64 << 10,
+            "end": EOF_END,
+            "stripe_count": -1,
+            "stripe_size": 1 << 20,
+            "layout": "raid0",
+            "pool": None,
+        },
+    ]
+    # what `lfs setstripe -E 64k --layout mdt -E eof --stripe-count -1 --stripe-size=1M` asked for
+    wanted = normalize_wanted(
+        [
+            {"end": 64 << 10, "layout": "mdt", "stripe_size": 64 << 10},
+            {"end": -1, "stripe_count": -1, "stripe_size": 1 << 20},
+        ]
+    )
+    assert differences(plain, wanted) == []
+
+
+def test_recorded_four_component_default_against_the_plan() -> None:
+    recorded = parse_getstripe_yaml((DATA / "recorded_pfl4_dir_plain.txt").read_text())
+    assert differences(recorded, normalize_wanted(PFL4)) == []
+    why = differences(recorded, CKPT)
+    assert why == ["4 components, the plan has 3"]
+    assert setstripe_argv(normalize_wanted(PFL4)) == [
+        "-E", "100M", "-c", "1", "-S", "1M", "-E", "10G", "-c", "8", "-S", "1M",
+        "-E", "100G", "-c", "16", "-S", "1M", "-E", "-1", "-c", "32", "-S", "1M",
+    ]  # fmt: skip
+
+
+def test_a_plain_layout_on_one_line_is_one_component() -> None:
+    text = "/mnt/lustre/dir\nstripe_count:  1 stripe_size:   1048576 pattern:       raid0 stripe_offset: -1\n"
+    assert parse_getstripe_yaml(text) == [
+        {"start": 0, "end": EOF_END, "stripe_count": 1, "stripe_size": 1 << 20, "layout": "raid0", "pool": None}
+    ]

@@ -155,3 +155,49 @@ def test_getstripe_failure_is_reported(tmp_path: Path, fake_lfs: Path, capsys: p
 def test_missing_lfs_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run_module(capsys, path=str(tmp_path), components=CKPT, lfs=str(tmp_path / "no-lfs"))
     assert out["failed"] and "no-lfs" in out["msg"] and "lfs" in out["msg"]
+
+
+# -- recorded lfs getstripe output (tests/data/lfs/README.md), check and apply modes ---------------------
+
+PFL4 = [
+    {"end": 100 << 20, "stripe_count": 1, "stripe_size": 1 << 20},
+    {"end": 10 << 30, "stripe_count": 8, "stripe_size": 1 << 20},
+    {"end": 100 << 30, "stripe_count": 16, "stripe_size": 1 << 20},
+    {"end": -1, "stripe_count": 32, "stripe_size": 1 << 20},
+]
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_a_recorded_layout_that_matches_is_never_set_again(
+    tmp_path: Path, fake_lfs: Path, capsys: pytest.CaptureFixture[str], check_mode: bool
+) -> None:
+    """A directory whose recorded default is the wanted one: read only, no lfs setstripe (nothing restriped)."""
+    target = tmp_path / "datasets"
+    target.mkdir()
+    _state(fake_lfs, "recorded_pfl4_dir_plain.txt")
+    out = run_module(capsys, path=str(target), components=PFL4, lfs=str(fake_lfs), _ansible_check_mode=check_mode)
+    assert out["changed"] is False and out["command"] is None and out["differences"] == []
+    assert _calls(fake_lfs) == [f"getstripe -d --yaml {target}"]
+
+
+def test_a_recorded_layout_off_the_plan_check_then_apply_then_rerun(
+    tmp_path: Path, fake_lfs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Check mode says what would change and runs no setstripe; apply sets the plan's layout once; a re-run
+    (site.yml's second converge) changes nothing."""
+    target = tmp_path / "checkpoints"
+    target.mkdir()
+    _state(fake_lfs, "recorded_pfl4_dir_plain.txt", after="checkpoints_tier3.yaml")
+    checked = run_module(
+        capsys, path=str(target), components=CKPT, lfs=str(fake_lfs), _ansible_check_mode=True, _ansible_diff=True
+    )
+    assert checked["changed"] is True and checked["differences"] == ["4 components, the plan has 3"]
+    assert "stripe_count: 32" in checked["diff"]["before"] and "stripe_count: 8" in checked["diff"]["after"]
+    assert _calls(fake_lfs) == [f"getstripe -d --yaml {target}"]
+    applied = run_module(capsys, path=str(target), components=CKPT, lfs=str(fake_lfs))
+    assert applied["changed"] is True
+    setstripe = f"setstripe {PLAN['checkpoints']['setstripe_args']} {target}"
+    assert [c for c in _calls(fake_lfs) if c.startswith("setstripe")] == [setstripe]
+    again = run_module(capsys, path=str(target), components=CKPT, lfs=str(fake_lfs))
+    assert again["changed"] is False and again["command"] is None
+    assert [c for c in _calls(fake_lfs) if c.startswith("setstripe")] == [setstripe]  # still the one
