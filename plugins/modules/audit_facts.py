@@ -140,7 +140,7 @@ audit:
     gpu:
       description: C(state), C(reason), C(gpus) (index, pci_bus_id, name, power_limit_w, persistence, mig,
         driver_version, vbios_version), C(nvlink) ({index, links, active}; a GPU that C(nvidia-smi nvlink -s)
-        does not list is absent: the audit counts a planned GPU missing there as 0 active links), and
+        does not list is absent; the audit counts a planned GPU missing there as 0 active links), and
         C(nvlink_state) and C(nvlink_reason) (that command's state and why it could not be read).
       type: dict
     hca:
