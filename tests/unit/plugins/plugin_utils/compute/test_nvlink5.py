@@ -144,6 +144,7 @@ def _run(tmp_path: Path, cfg: dict[str, Any], smi_q: Path, proc: Path, module: P
     one = {**cfg, "modes": {**cfg["modes"], "periodic": {**cfg["modes"]["periodic"], "checks": ["bringup"]}}}
     one["gpu"] = {**cfg["gpu"], "nvlink_links": None}  # NVSwitch links: test_health's; here NVLSM only
     one["gpudirect_module"] = None  # GPUDirect RDMA: test_health's and test_bringup's
+    one["gpudirect_open_modules"] = False  # the DMA-BUF flavour check: test_health's
     config.write_text(json.dumps(one))
     rc = hc.main(
         [
