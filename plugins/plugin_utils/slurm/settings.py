@@ -177,7 +177,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         real_memory,
         [
             gres_gpu_count(gres)
-            for _, gres in mig.node_gres(nodes_expr, plan["gpu"].get("mig"), gtype, node.gpus_per_node)
+            for _nodes, gres in mig.node_gres(nodes_expr, plan["gpu"].get("mig"), gtype, node.gpus_per_node)
         ],
     )
     partitions = [
