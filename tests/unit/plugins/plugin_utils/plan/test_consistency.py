@@ -559,9 +559,11 @@ def _base_inventory(tier: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
 
 @st.composite
 def sites(draw: st.DrawFn) -> Site:
-    raw, base_groups = _base_inventory(draw(st.sampled_from(("tier2", "tier3", "tier4"))))
+    tier = draw(st.sampled_from(("tier2", "tier3", "tier4")))
+    raw, base_groups = _base_inventory(tier)
     site = copy.deepcopy(raw)
-    nodes = draw(st.integers(1, 64))
+    # tier4's 160 GB/s storage read floor needs two nodes' 800 Gb/s storage links (storage/sizing.py's ceiling)
+    nodes = draw(st.integers(2 if tier == "tier4" else 1, 64))
     compute = [f"compute{i:02d}" for i in range(1, nodes + 1)]
     groups = {k: list(v) for k, v in base_groups.items() if k != "all"}
     groups["compute"] = compute
