@@ -140,6 +140,15 @@ _IB_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
 _IB_FIELD = re.compile(r"(Device|Link type|Number of qps|Transport type|Mtu)\s*:\s*(\S+)")
 
 
+def _perftest_preamble(line: str, fields: dict[str, str], errors: list[str]) -> None:
+    """A perftest line before its table: its ``key : value`` fields (the first wins) and error lines."""
+    for key, value in _IB_FIELD.findall(line):
+        fields.setdefault(key, value)
+    low = line.lower()
+    if "couldn't" in low or "unable" in low or "failed" in low or "error" in low:
+        errors.append(line.strip())
+
+
 def parse_ib_write_bw(text: str) -> dict[str, Any]:
     """ib_write_bw (client side): device, link type, result rows in Gb/s; ``bw_avg_gbps`` of the largest message."""
     fields: dict[str, str] = {}
@@ -151,11 +160,7 @@ def parse_ib_write_bw(text: str) -> dict[str, Any]:
             if m := _IB_HEADER.search(line):
                 unit = m.group(2)
                 continue
-            for key, value in _IB_FIELD.findall(line):
-                fields.setdefault(key, value)
-            low = line.lower()
-            if "couldn't" in low or "unable" in low or "failed" in low or "error" in low:
-                errors.append(line.strip())
+            _perftest_preamble(line, fields, errors)
             continue
         if m := _IB_ROW.match(line):
             factor = 1.0 if unit == "Gb" else PERFTEST_MB * 8 / GB
@@ -216,11 +221,7 @@ def parse_ib_lat(text: str) -> dict[str, Any]:
             if _LAT_HEADER.search(line):
                 header = True
                 continue
-            for key, value in _IB_FIELD.findall(line):
-                fields.setdefault(key, value)
-            low = line.lower()
-            if "couldn't" in low or "unable" in low or "failed" in low or "error" in low:
-                errors.append(line.strip())
+            _perftest_preamble(line, fields, errors)
             continue
         if m := _LAT_ROW.match(line):
             values = [float(v) for v in m.group(3).split()]
