@@ -18,7 +18,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpucluster.tiers.plugins.action.render_files import render, source_path
+from ansible_collections.gpucluster.tiers.plugins.action.render_files import render, source_path, template_variables
 
 #: Fields of a manifest entry the module needs besides the content (the rest stays on the controller).
 SENT = ("mode", "validate", "mkdir", "unsafe_writes")
@@ -63,7 +63,8 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(
                     f"host_files: each file needs role, src and dest (a plan manifest entry): {item!r}"
                 )
-        contents = [render(self, task_vars, item, source_path(template_root, item)) for item in files]
+        variables = template_variables(self, task_vars)
+        contents = [render(self, variables, item, source_path(template_root, item)) for item in files]
         sent = module_files(files, contents, args.get("dest_dir"))
         module_args = {"files": sent}
         for key in ("owner", "group"):

@@ -12,10 +12,18 @@ import hashlib
 import os
 from typing import Any
 
-from ansible._internal._templating import _template_vars
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible.template import trust_as_template
+
+try:  # ansible-core >= 2.19: the data-tagging template engine
+    from ansible._internal._templating import _template_vars
+    from ansible.template import trust_as_template
+
+    _LEGACY_TEMPLAR = False
+except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible; make compat tests them)
+    from ansible.template import AnsibleEnvironment, generate_ansible_template_vars
+
+    _LEGACY_TEMPLAR = True
 
 
 def _inside(root: str, relative: str) -> str:
@@ -52,6 +60,8 @@ def render(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], 
     """
     if not os.path.isfile(source):
         raise AnsibleActionFail(f"no {'file' if item.get('static') else 'template'} {source}")
+    if _LEGACY_TEMPLAR:
+        return _render_legacy(action, task_vars, item, source)
     if item.get("static"):
         return action._loader.get_text_file_contents(source)
     data = trust_as_template(action._loader.get_text_file_contents(source))
@@ -64,6 +74,59 @@ def render(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], 
     )
     templar = action._templar.copy_with_new_env(searchpath=[os.path.dirname(source)], available_variables=variables)
     text = templar.template(data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False})
+    return text or ""
+
+
+#: play variables the templates read many times each: their expression (the host's view of the plan,
+#: site.yml's ``gpucluster_host_plan: "{{ hostvars | gpucluster.tiers.host_plan(...) }}"``)
+VIEW_VARIABLES = ("gpucluster_host_plan",)
+
+
+class _Resolved(dict):  # type: ignore[type-arg]
+    """A variable's value templated once; ``__UNSAFE__``: ansible-core 2.16-2.18 read it as is."""
+
+    __UNSAFE__ = True
+
+
+def template_variables(action: ActionBase, task_vars: dict[str, Any]) -> dict[str, Any]:
+    """The task's variables for :func:`render`, once per task.
+
+    ansible-core 2.16-2.18 template a play variable's expression on every read: a role template that
+    reads ``gpucluster_host_plan`` ten times would compute the host's view ten times (make plan three
+    times slower than on 2.19). There it is computed once here; 2.19 gets the variables unchanged."""
+    if not _LEGACY_TEMPLAR:
+        return task_vars
+    variables = dict(task_vars)
+    for name in VIEW_VARIABLES:
+        value = variables.get(name)
+        if isinstance(value, str) and "{{" in value:
+            resolved = action._templar.copy_with_new_env(available_variables=task_vars).template(value)
+            if isinstance(resolved, dict):
+                variables[name] = _Resolved(resolved)
+    return variables
+
+
+def _render_legacy(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], source: str) -> str:
+    """:func:`render` on ansible-core 2.16-2.18, as their ansible.builtin.template action renders."""
+    with open(action._loader.get_real_file(source), "rb") as handle:
+        data = handle.read().decode("utf-8")
+    if item.get("static"):
+        return data
+    variables = dict(task_vars)
+    variables["item"] = item
+    variables.update(generate_ansible_template_vars(item["src"], source, item["dest"]))
+    templar = action._templar.copy_with_new_env(
+        environment_class=AnsibleEnvironment,  # never native types: a file is text
+        searchpath=[os.path.dirname(source)],
+        newline_sequence="\n",
+        available_variables=variables,
+    )
+    text = templar.do_template(
+        data,
+        preserve_trailing_newlines=True,
+        escape_backslashes=False,
+        overrides={"trim_blocks": True, "lstrip_blocks": False},
+    )
     return text or ""
 
 
@@ -81,6 +144,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("dest_root and template_root are required")
         changed: list[str] = []
         checksums: dict[str, str] = {}
+        task_vars = template_variables(self, task_vars)
         for item in files:
             source = source_path(template_root, item)
             dest = _inside(root, item["dest"])

@@ -35,11 +35,13 @@ EXAMPLES = r"""
 #   ansible-playbook playbooks/plan.yml -i tier4-k8s
 """
 
+import inspect  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 import os  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 import re  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 from pathlib import Path  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 
 from ansible.errors import AnsibleParserError  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
+from ansible.parsing.dataloader import DataLoader  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 from ansible.plugins.inventory import BaseInventoryPlugin  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 from ansible.plugins.loader import inventory_loader  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
 
@@ -48,6 +50,11 @@ TIER_NAME = re.compile(r"tier\d[A-Za-z0-9_-]*")
 #: the collection's root: plugins/inventory/tiers.py -> ../../
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 VAR_SUFFIXES = (".yml", ".yaml", ".json")
+#: group_vars and host_vars read as ansible.builtin.host_group_vars reads them: unsafe, and on
+#: ansible-core >= 2.19 trusted as templates (older releases have no such option)
+LOAD_OPTIONS: dict[str, bool] = {"unsafe": True}
+if "trusted_as_template" in inspect.signature(DataLoader.load_from_file).parameters:
+    LOAD_OPTIONS["trusted_as_template"] = True
 
 
 def known_tiers(*roots: Path) -> dict[str, Path]:
@@ -95,7 +102,7 @@ class InventoryModule(BaseInventoryPlugin):
         for kind, names in (("group_vars", list(inventory.groups)), ("host_vars", list(inventory.hosts))):
             for entity in names:
                 for var_file in _var_files(folder / kind, entity):
-                    data = loader.load_from_file(str(var_file), unsafe=True, trusted_as_template=True) or {}
+                    data = loader.load_from_file(str(var_file), **LOAD_OPTIONS) or {}
                     if not isinstance(data, dict):
                         kind_of = type(data).__name__
                         raise AnsibleParserError(f"{var_file}: expected a mapping of variables, got {kind_of}")

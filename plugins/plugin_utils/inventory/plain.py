@@ -11,11 +11,11 @@ def plain(value: Any) -> Any:
     with its origin is a subclass of str, int or float, which yaml.safe_dump refuses). A new object
     for every container: no object twice in the result, which YAML would write as an anchor and alias."""
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {_text(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, str):
-        return str(value)
+        return _text(value)
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -23,3 +23,9 @@ def plain(value: Any) -> Any:
     if isinstance(value, float):
         return float(value)
     return value
+
+
+def _text(value: Any) -> str:
+    """A plain str: ansible-core before 2.19 wraps text as AnsibleUnsafeText, whose ``__str__`` returns
+    itself (``str(x)`` keeps the subclass); ``str.__str__`` gives the exact str in every release."""
+    return str.__str__(value) if isinstance(value, str) else str(value)
