@@ -5,7 +5,7 @@ with --no-deps into a temporary collections path, and used with a stock ansible.
 ANSIBLE_COLLECTIONS_PATH = that path + .collections/runtime (galaxy.yml's dependencies, which
 `make setup` installs; tools/setup/install_collections.py), never the repository itself:
 
-- the tarball holds the collection, not the repository's ansible.cfg, site.yml or inventories, and
+- the tarball holds the collection and its reference inventories, not the repository's ansible.cfg or site.yml, and
   ships its LICENSE and its requirements (requirements.txt, bindep.txt, meta/execution-environment.yml),
   which `ansible-builder introspect` on the installed copy lists;
 - every FQCN the roles, playbooks and plugins call belongs to ansible.builtin, this collection or
@@ -38,7 +38,7 @@ GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 DEPS_PATH = ROOT / ".collections" / "runtime"
 NAME = f"{GALAXY['namespace']}.{GALAXY['name']}"
 # repository-only files that must not ship (galaxy.yml build_ignore)
-REPO_ONLY = ("ansible.cfg", "site.yml", "inventories", "tools", "tests", "lab", "molecule", "ci", "mk", "Makefile")
+REPO_ONLY = ("ansible.cfg", "site.yml", "tools", "tests", "lab", "molecule", "ci", "mk", "Makefile")
 # namespace.collection.plugin where a plugin is named: a task key (module, action), after `|` or
 # `is` (filter, test), as lookup()/query()'s first argument, or a whole quoted string in a Python plugin
 _NAME = r"([a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*"
@@ -90,7 +90,8 @@ def test_the_tarball_ships_the_collection_not_the_repository(installed: dict) ->
     with tarfile.open(installed["tarball"]) as tar:
         names = tar.getnames()
     tops = {n.split("/")[0] for n in names}
-    assert {"playbooks", "roles", "plugins", "meta", "README.md", "MANIFEST.json"} <= tops
+    assert {"playbooks", "roles", "plugins", "meta", "inventories", "README.md", "MANIFEST.json"} <= tops
+    assert {f"inventories/{t}/hosts.yml" for t in ("tier1", "tier2", "tier3", "tier4", "tier4-k8s")} <= set(names)
     assert {"LICENSE", "requirements.txt", "bindep.txt", "meta/execution-environment.yml"} <= set(names)
     assert not tops & set(REPO_ONLY), sorted(tops & set(REPO_ONLY))
     assert not [n for n in names if n.startswith(".")]
@@ -211,3 +212,15 @@ def test_gpucluster_plan_dir_puts_the_plan_where_asked(installed: dict) -> None:
     assert json.loads((where / "plan.json").read_text())["cluster"]["name"] == "tier1"
     assert (where / "hosts" / "dgx01").is_dir()
     assert not (installed["base"] / "build").exists()
+
+
+def test_every_playbook_parses_by_fqcn_from_the_installed_collection(installed: dict) -> None:
+    """gpucluster.tiers.<playbook> for each playbooks/*.yml: its imports, templates and roles resolve from the
+    installed copy (tasks/, templates/, roles by FQCN), with only the declared collections."""
+    names = sorted(p.stem for p in (installed["path"] / "playbooks").glob("*.yml"))
+    assert {"site", "plan", "validate", "audit"} <= set(names)
+    inventory = installed["path"] / "inventories" / "tier3"
+    for name in names:
+        run = _run([str(BIN / "ansible-playbook"), "--syntax-check", "-i", str(inventory), f"{NAME}.{name}"],
+                   env=installed["env"], cwd=installed["base"])  # fmt: skip
+        assert run.returncode == 0, (name, run.stdout[-2000:] + run.stderr[-2000:])
