@@ -31,7 +31,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl impo
 BIN = Path(sys.executable).parent
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 TARBALL = f"{GALAXY['namespace']}-{GALAXY['name']}-{GALAXY['version']}.tar.gz"
-MAX_TARBALL_BYTES = 1_500_000  # it is ~850 kB with the reference inventories; a stray .venv, build/ or test data would blow past this
+MAX_TARBALL_BYTES = 1_500_000  # ~850 kB with the reference inventories; a stray .venv or build/ blows past it
 
 
 @pytest.fixture(scope="module")
