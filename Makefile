@@ -76,7 +76,7 @@ TIERS ?= tier1 tier2 tier3 tier4 tier4-k8s
 molecule: setup lab-images ## molecule scenarios (create, converge, idempotence, verify, destroy) for TIERS
 	$(BIN)/python tools/lab/molecule_suite.py $(TIERS)
 
-test: deps lint unit integration molecule ## the whole suite (CI runs this)
+test: deps lint unit integration compat molecule ## the whole suite (CI runs this)
 
 # the checks a change needs before it is pushed: no root, no containers, a few minutes
 # (lint ~2 min with ansible-test sanity, ~5 min its first time; unit ~5 min; integration ~15 s)

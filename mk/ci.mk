@@ -53,3 +53,22 @@ docs: setup ## regenerate docs/settings.md from the engine (tests/unit/repo/test
 
 ci-pipeline: ## the example CI pipeline: plan, lab converge (twice), validate, artifacts (tools/ci/pipeline.sh)
 	TIER=$(TIER) bash tools/ci/pipeline.sh
+
+# make compat: the older ansible-core release lines meta/runtime.yml claims (requires_ansible), one venv
+# each under COMPAT_DIR, built from tests/compat/ansible-core-<line>.txt (every package pinned, PyPI;
+# rebuilt when that file changes): the unit tests that drive Ansible's APIs and the plan of every
+# reference inventory, checked against the engine and the golden host files (tools/ci/compat.py).
+# The toolchain's own line (2.19) is make unit's. ~2 min a line on 2 cores; README "Supported ansible-core".
+COMPAT_DIR ?= .cache/compat
+COMPAT_LINES ?= $(patsubst tests/compat/ansible-core-%.txt,%,$(wildcard tests/compat/ansible-core-*.txt))
+.PHONY: compat compat-venvs
+$(COMPAT_DIR)/%/.stamp: tests/compat/ansible-core-%.txt
+	rm -rf $(COMPAT_DIR)/$*
+	$(PYTHON) -m venv $(COMPAT_DIR)/$*
+	$(COMPAT_DIR)/$*/bin/pip install --quiet --disable-pip-version-check --no-deps -r $<
+	touch $@
+
+compat-venvs: $(foreach line,$(COMPAT_LINES),$(COMPAT_DIR)/$(line)/.stamp) ## the venvs of the older ansible-core lines (tests/compat/ansible-core-*.txt)
+
+compat: setup compat-venvs ## unit tests of the plugins and every reference plan on each older ansible-core line (tools/ci/compat.py)
+	$(BIN)/python tools/ci/compat.py --venvs $(COMPAT_DIR) $(COMPAT_LINES)

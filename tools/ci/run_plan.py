@@ -2,7 +2,7 @@
 """Run the plan through ansible-runner's Python API, as a CI job or an AWX-style
 controller would, and read the run back from its events and stats.
 
-    python tools/ci/run_plan.py --tier tier1
+    python3 tools/ci/run_plan.py --tier tier1     # any python3: re-runs itself with .venv/bin/python
     python tools/ci/run_plan.py --inventory path/to/inventory --dest build/runner/site --plan-root /tmp/plan
 
 Prints a JSON summary (status, rc, per-host stats, the tasks that ran, where plan.json
@@ -19,9 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__":  # the system python3 has no ansible-runner: re-run with .venv/bin/python
+    from venv_python import require
+
+    require(__file__, ("ansible_runner", "ansible", "jmespath", "yaml"))
+
+import ansible_runner
 from runner_dir import ROOT, filtered_environ, prepare
 
 PLAN_TASK = "Compute the cluster plan"

@@ -23,9 +23,10 @@ repository; earlier artifacts stay. With ``--container`` (ansible-runner's conta
 ``--container-image`` with an execution environment) the private data dir is mounted at
 ``/runner`` inside the container: project/ is then a copy of the repository's run-time files
 (:data:`CONTAINER_SKIP` left out; its relative links resolve inside the copy) and ANSIBLE_CONFIG is
-``/runner/project/ansible.cfg``, so no path points back to the host. ``stats`` prints a run's status, rc and per-host
-recap from its job events; with ``--expect-unchanged`` it fails when a host changed
-(the idempotence check of a second converge). The layout: tools/ci/runner/README.md.
+``/runner/project/ansible.cfg``, so no path points back to the host. ``stats`` prints a run's status, rc and
+per-host recap from its job events, the hosts that failed and those that could not be reached (and their
+tasks); with ``--expect-unchanged`` it fails when a host changed (the idempotence check of a second
+converge). The layout: tools/ci/runner/README.md.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+if __name__ == "__main__":  # the system python3 has no jmespath: re-run with .venv/bin/python
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from venv_python import require
+
+    require(__file__, ("jmespath", "yaml"))
 
 import jmespath
 import yaml
@@ -235,6 +242,12 @@ EVENT_QUERIES = {
     "failed_tasks": (
         "[?event=='runner_on_failed' && !(event_data.ignore_errors)].{host: event_data.host, task: event_data.task}"
     ),
+    # tasks a host could not be reached for (ssh refused, timed out, host down): its run stops there, and
+    # the recap counts it as `dark`, not as a failure; ignore_unreachable: true plays do not count
+    "unreachable_tasks": (
+        "[?event=='runner_on_unreachable' && !(event_data.ignore_unreachable)]"
+        ".{host: event_data.host, task: event_data.task, msg: event_data.res.msg}"
+    ),
     # tasks that changed a host: on a second converge, each one breaks idempotence
     "changed_tasks": (
         "[?event=='runner_on_ok' && event_data.res.changed].{host: event_data.host, task: event_data.task}"
@@ -251,16 +264,37 @@ def job_events(artifact_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def stats(artifact_dir: str | Path) -> dict[str, Any]:
-    """status, rc, the playbook_on_stats recap, and the failed and changed tasks of one run (from its artifacts)."""
+    """status, rc, the playbook_on_stats recap, the failed and unreachable hosts, and the failed,
+    unreachable and changed tasks of one run (from its artifacts).
+
+    A host that could not be reached is no failed task (the recap counts it under ``dark``): it is in
+    ``unreachable_hosts`` and ``unreachable_tasks``; ``failed_hosts`` and ``unreachable_hosts`` come from
+    the recap (the hosts with a failure, the hosts that went dark), or from the events when the run
+    ended before its recap."""
     art = Path(artifact_dir)
     events = job_events(art)
     recap = _COMPILED["stats"].search(events) or {}
+    failed_tasks = _COMPILED["failed_tasks"].search(events) or []
+    unreachable_tasks = _COMPILED["unreachable_tasks"].search(events) or []
+    counters = {k: dict(recap.get(k) or {}) for k in RECAP_KEYS} if recap else {}
+
+    def hosts(recap_key: str, tasks: list[dict[str, Any]]) -> list[str]:
+        if counters:
+            return sorted(h for h, n in counters[recap_key].items() if n)
+        return sorted({t["host"] for t in tasks})
+
+    failed_hosts, unreachable_hosts = hosts("failures", failed_tasks), hosts("dark", unreachable_tasks)
     return {
         "artifact_dir": str(art),
         "status": (art / "status").read_text().strip() if (art / "status").exists() else "unknown",
         "rc": int((art / "rc").read_text().strip()) if (art / "rc").exists() else None,
-        "stats": {k: dict(recap.get(k) or {}) for k in RECAP_KEYS} if recap else {},
-        "failed_tasks": _COMPILED["failed_tasks"].search(events) or [],
+        "stats": counters,
+        "failed_hosts": failed_hosts,
+        "unreachable_hosts": unreachable_hosts,
+        "hosts_failed": len(failed_hosts),
+        "hosts_unreachable": len(unreachable_hosts),
+        "failed_tasks": failed_tasks,
+        "unreachable_tasks": unreachable_tasks,
         "changed_tasks": _COMPILED["changed_tasks"].search(events) or [],
     }
 
@@ -307,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         tasks = "; ".join(f"{t['host']}: {t['task']}" for t in result["changed_tasks"])
         print(f"not idempotent: changed tasks per host {changed} ({tasks})", file=sys.stderr)
         return 1
+    if result["status"] != "successful":
+        why = [f"unreachable: {', '.join(result['unreachable_hosts'])}"] if result["unreachable_hosts"] else []
+        why += [f"failed: {', '.join(result['failed_hosts'])}"] if result["failed_hosts"] else []
+        print(f"run {result['status']} (rc {result['rc']}); {'; '.join(why) or 'no host failed'}", file=sys.stderr)
     return 0 if result["status"] == "successful" else 1
 
 

@@ -95,3 +95,57 @@ def test_expect_unchanged_names_the_tasks_that_changed(
     err = capsys.readouterr().err
     assert "compute01: Write nccl.conf" in err and "compute02: Restart slurmd" in err
     assert runner_dir.main(["stats", str(art)]) == 0
+
+
+DATA = ROOT / "tests" / "data" / "runner"
+
+
+def test_a_run_that_failed_on_an_unreachable_host_names_it(
+    runner_dir: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Recorded: site-unreachable-only, head01 fine, compute02 unreachable (ssh refused): the run failed
+    with no failed task, and the summary still says which host and why."""
+    result = runner_dir.stats(DATA / "site-unreachable-only")
+    assert (result["status"], result["rc"]) == ("failed", 4)
+    assert result["failed_tasks"] == [] and result["failed_hosts"] == [] and result["hosts_failed"] == 0
+    assert result["unreachable_hosts"] == ["compute02"] and result["hosts_unreachable"] == 1
+    (task,) = result["unreachable_tasks"]
+    assert (task["host"], task["task"]) == ("compute02", "Reach the host") and "ssh" in task["msg"].lower()
+    assert runner_dir.main(["stats", str(DATA / "site-unreachable-only")]) == 1
+    assert "run failed (rc 4); unreachable: compute02" in capsys.readouterr().err
+
+
+def test_failed_and_unreachable_hosts_are_counted_apart(runner_dir: ModuleType) -> None:
+    """Recorded: site-unreachable, compute01 fails a task, compute02 cannot be reached, head01 changes."""
+    result = runner_dir.stats(DATA / "site-unreachable")
+    assert result["status"] == "failed"
+    assert (result["failed_hosts"], result["unreachable_hosts"]) == (["compute01"], ["compute02"])
+    assert (result["hosts_failed"], result["hosts_unreachable"]) == (1, 1)
+    assert result["failed_tasks"] == [{"host": "compute01", "task": "Check the GPU count"}]
+    assert [t["host"] for t in result["unreachable_tasks"]] == ["compute02"]
+    assert result["stats"]["dark"] == {"compute02": 1} and result["stats"]["failures"] == {"compute01": 1}
+
+
+def test_hosts_from_the_events_when_the_run_has_no_recap(runner_dir: ModuleType, tmp_path: Path) -> None:
+    unreachable = {"event": "runner_on_unreachable", "event_data": {"host": "compute03", "task": "Reach", "res": {}}}
+    result = runner_dir.stats(_artifacts(tmp_path, [unreachable, _failed("compute01", "Probe", ignored=False)]))
+    assert result["stats"] == {}
+    assert (result["failed_hosts"], result["unreachable_hosts"]) == (["compute01"], ["compute03"])
+
+
+@pytest.mark.parametrize("script", ["run_plan.py", "runner_dir.py"])
+def test_a_python_without_the_toolchain_reruns_the_script_with_the_venv(script: str) -> None:
+    """`python3 tools/ci/run_plan.py --tier tier1` from a Python without ansible-runner (here: -S, no
+    site-packages) re-runs itself with .venv/bin/python; where that cannot help, it says what to run."""
+    import os
+    import subprocess
+
+    base = str(Path(sys.base_prefix) / "bin" / "python3")
+    cmd = [base, "-S", str(ROOT / "tools" / "ci" / script), "--help"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUCLUSTER_TOOLS_REEXEC")}
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "usage:" in run.stdout and f"running with {ROOT / '.venv' / 'bin' / 'python'}" in run.stderr
+    run = subprocess.run(cmd, env={**env, "GPUCLUSTER_TOOLS_REEXEC": "1"}, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "usage:" not in run.stdout
+    assert f"then `.venv/bin/python tools/ci/{script} ...`" in run.stderr, run.stderr
