@@ -27,7 +27,32 @@ class PlanError(ValueError):
         return (
             f"inventory field '{self.field}': value {self.value!r} is not allowed; allowed: {self.allowed}"
             + did_you_mean(self.value, self.allowed)
+            + changed_in(self.field, self.value)
         )
+
+
+#: Inventory fields an inventory written for an earlier release may lack (``required``) or still set
+#: (``removed``): the release of gpucluster.tiers that made the change. The error naming such a field says
+#: so, and where the migration is (docs/inventory.md "Upgrading"; the changelog's breaking changes).
+CHANGED_IN: dict[str, tuple[str, str]] = {
+    "gpucluster_fabric.infiniband.sm_hcas": ("required", "0.1.0"),
+    "gpucluster_storage.server_interfaces": ("required", "0.1.0"),
+    "gpucluster_node.gpu_temp_limits.max_operating_c": ("required", "0.1.0"),
+    "gpucluster_storage.nfs.server_nics": ("removed", "0.1.0"),
+}
+
+
+def changed_in(field: str, value: Any) -> str:
+    """`` (required since gpucluster.tiers X: ...)`` for a missing field :data:`CHANGED_IN` names as required,
+    `` (removed in ...)`` for a removed one still set; else ""."""
+    change = CHANGED_IN.get(field)
+    if change is None:
+        return ""
+    kind, release = change
+    if kind == "required" and value not in (None, "", [], {}):
+        return ""  # given, but wrong: the message above says what is allowed
+    what = f"{kind} {'since' if kind == 'required' else 'in'} gpucluster.tiers {release}"
+    return f' ({what}; docs/inventory.md, "Upgrading")'
 
 
 def did_you_mean(value: Any, allowed: str) -> str:
