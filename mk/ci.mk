@@ -72,3 +72,12 @@ compat-venvs: $(foreach line,$(COMPAT_LINES),$(COMPAT_DIR)/$(line)/.stamp) ## th
 
 compat: setup compat-venvs ## unit tests of the plugins and every reference plan on each older ansible-core line (tools/ci/compat.py)
 	$(BIN)/python tools/ci/compat.py --venvs $(COMPAT_DIR) $(COMPAT_LINES)
+
+# A release: set galaxy.yml's version (and ee-requirements.yml's tarball name), add a fragment with the
+# release_summary, then `make release`: the fragments in changelogs/fragments/ become that version's entry
+# in changelogs/changelog.yaml and are removed, CHANGELOG.rst is written; commit both, then make collection.
+.PHONY: release
+release: setup ## release galaxy.yml's version in the changelog (antsibull-changelog release: changelog.yaml, CHANGELOG.rst)
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog release
+	$(BIN)/antsibull-changelog lint

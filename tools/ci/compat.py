@@ -84,7 +84,6 @@ def unit_tests(venv: Path) -> tuple[bool, str]:
         "pytest",
         "-p",
         "compat_shim",
-        "-q",
         "-p",
         "no:cacheprovider",
         *UNIT_TESTS,
