@@ -18,12 +18,10 @@ from ansible.plugins.action import ActionBase
 try:  # ansible-core >= 2.19: the data-tagging template engine
     from ansible._internal._templating import _template_vars
     from ansible.template import trust_as_template
-
-    _LEGACY_TEMPLAR = False
-except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible; make compat tests them)
-    from ansible.template import AnsibleEnvironment, generate_ansible_template_vars
-
-    _LEGACY_TEMPLAR = True
+except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible; make compat tests 2.18)
+    _template_vars = None
+    trust_as_template = None
+_LEGACY_TEMPLAR = _template_vars is None
 
 
 def _inside(root: str, relative: str) -> str:
@@ -108,6 +106,8 @@ def template_variables(action: ActionBase, task_vars: dict[str, Any]) -> dict[st
 
 def _render_legacy(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], source: str) -> str:
     """:func:`render` on ansible-core 2.16-2.18, as their ansible.builtin.template action renders."""
+    from ansible.template import AnsibleEnvironment, generate_ansible_template_vars  # 2.16-2.18 only
+
     with open(action._loader.get_real_file(source), "rb") as handle:
         data = handle.read().decode("utf-8")
     if item.get("static"):
