@@ -14,7 +14,8 @@ description:
     C(ansible-playbook site.yml -i tier3) plans and configures tier3.
   - It takes only sources that name no existing file or folder and look like a tier
     (C(tier) and a digit). The name is looked up in C(inventories/) under the current directory,
-    then beside the collection itself (the repository, which the collection is in place).
+    then beside the collection itself (the repository, which the collection is in place, or the installed
+    collection, whose tarball carries C(inventories/)).
   - A name that is no known tier fails with a message that names the source given and the known
     tiers (with C(unparsed_is_failed), as this project's C(ansible.cfg) sets, the run stops there).
   - Reads the folder as Ansible reads an inventory folder given by path - C(hosts.yml), then
@@ -33,6 +34,9 @@ EXAMPLES = r"""
 # then, from the repository root:
 #   ansible-playbook site.yml -i tier3
 #   ansible-playbook playbooks/plan.yml -i tier4-k8s
+# or anywhere, with the collection installed (README.md, "Quick start with the collection tarball"):
+#   ansible-playbook gpucluster.tiers.plan -i tier3
+# Without the enable_plugins line, -i tier3 finds no inventory and the plan stops saying which line to add.
 """
 
 import inspect  # noqa: E402 (after DOCUMENTATION, as ansible-doc expects)
