@@ -225,8 +225,8 @@ def test_the_healed_node_is_idle_in_slurm(faulted: dict[str, Any]) -> None:
         faulted["head"]
         .check_output(
             # one line per partition the node is in: the same state on each
-            f"for i in $(seq 45); do s=$(sinfo --noheader --Node --nodes={victim} --format=%t | sort -u); "
-            '[ "$s" = idle ] && break; sleep 2; done; echo "$s"'
+            f"for i in $(seq 180); do s=$(sinfo --noheader --Node --nodes={victim} --format=%t | sort -u); "
+            '[ "$s" = idle ] && break; sleep 0.5; done; echo "$s"'
         )
         .strip()
     )

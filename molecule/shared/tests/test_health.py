@@ -39,7 +39,7 @@ def test_hot_gpu_drains_and_healthy_resumes(hosts: dict[str, Any], plan: dict[st
         # resumed: no longer draining (a trailing * only says slurmd has not answered a ping yet)
         assert node_state(head, node)[0].rstrip("*") in ("idle", "mix", "alloc")
         head.run(
-            f"scontrol ping; for i in $(seq 30); do sinfo -h -n {node} -o %t | grep -q '[*]' || break; sleep 2; done"
+            f"scontrol ping; for i in $(seq 120); do sinfo -h -n {node} -o %t | grep -q '[*]' || break; sleep 0.5; done"
         )
     finally:
         head.run(f"scontrol update nodename={node} state=resume")

@@ -125,11 +125,11 @@ def test_prometheus_scrapes_itself_and_reaches_alertmanager_with_its_password_fi
 ) -> None:
     head = hosts[plan["cluster"]["head"]]
     up: list[Any] = []
-    for _ in range(45):  # the first scrape comes one interval after a (re)start
+    for _ in range(90):  # the first scrape comes one interval after a (re)start
         up = _api(head, plan, "query?query=up%7Bjob%3D%22prometheus%22%7D")["result"]
         if up and up[0]["value"][1] == "1":
             break
-        time.sleep(2)
+        time.sleep(1)
     assert up and up[0]["value"][1] == "1", up
     managers = _api(head, plan, "alertmanagers")["activeAlertmanagers"]
     mon = plan["monitoring"]
@@ -157,12 +157,12 @@ def test_every_node_exporter_target_is_up(hosts: dict[str, Any], plan: dict[str,
     port = plan["monitoring"]["node_exporter_port"]
     wanted = {f"{h['addresses']['management']}:{port}" for h in plan["hosts"].values()}
     health: dict[str, str] = {}
-    for _ in range(30):  # the first scrape comes one interval after a (re)start
+    for _ in range(60):  # the first scrape comes one interval after a (re)start
         targets = _api(head, plan, "targets?state=active")["activeTargets"]
         health = {t["labels"]["instance"]: t["health"] for t in targets if t["labels"]["instance"] in wanted}
         if len(health) == len(wanted) and set(health.values()) == {"up"}:
             break
-        head.run("sleep 2")
+        time.sleep(1)
     assert health == dict.fromkeys(wanted, "up")
 
 

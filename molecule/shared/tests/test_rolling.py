@@ -134,8 +134,8 @@ def test_every_compute_node_restarted_slurmd(rolled: dict[str, Any]) -> None:
 
 def test_the_nodes_are_resumed_without_a_converge_reason(rolled: dict[str, Any]) -> None:
     out = rolled["head"].check_output(
-        "for i in $(seq 30); do out=$(sinfo --noheader --Node --format='%N|%t|%E'); "
-        'case $out in *"*"*|*drain*|*drng*) sleep 2;; *) break;; esac; done; echo "$out"'
+        "for i in $(seq 120); do out=$(sinfo --noheader --Node --format='%N|%t|%E'); "
+        'case $out in *"*"*|*drain*|*drng*) sleep 0.5;; *) break;; esac; done; echo "$out"'
     )
     rows = {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines()}
     for node in rolled["nodes"]:

@@ -26,8 +26,8 @@ def test_sinfo_lists_exactly_the_compute_nodes_with_their_gpus(hosts: dict[str, 
     gres = plan["slurm"]["gres"]
     # a node resumed a moment ago shows "idle*" until slurmd answers the controller's next ping
     out = head.check_output(
-        "for i in $(seq 30); do out=$(sinfo --noheader --Node --partition=gpu --format='%N %G %t'); "
-        'case $out in *"*"*) sleep 2;; *) break;; esac; done; echo "$out"'
+        "for i in $(seq 120); do out=$(sinfo --noheader --Node --partition=gpu --format='%N %G %t'); "
+        'case $out in *"*"*) sleep 0.5;; *) break;; esac; done; echo "$out"'
     )
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
     assert sorted(rows) == sorted(hosts_with(plan, "compute"))

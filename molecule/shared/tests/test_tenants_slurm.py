@@ -168,7 +168,7 @@ def running_job(hosts: dict[str, Any], plan: dict[str, Any], tenants: dict[str, 
             state = head.check_output(f"squeue --noheader --all --jobs={job} --format=%T").strip()
             if state == "RUNNING":
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         assert state == "RUNNING", f"job {job} on {node}: {state or 'gone'}"
         yield job
     finally:
