@@ -10,6 +10,10 @@ persistent fact cache (ansible.cfg: jsonfile), a registered result does not.
 
 ansible-core adds ``changed`` and ``failed`` to the result: ``plan_data`` (plugin_utils/plan/host_plan.py,
 filter gpucluster.tiers.plan_data) is the plan without them; host_plan and plan_sha256 leave them out.
+
+``quiet`` (default true) hides the plan from the output and the job events by marking the result
+``_ansible_no_log`` (not the task: a task's no_log would hide the error too). A failure is not
+hidden: the engine's error (the inventory field, the value, what is allowed) is printed once.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 from typing import Any
 
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import cluster_plan
@@ -45,11 +50,15 @@ def checked(plan: Any, source: str) -> dict[str, Any]:
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("site", "groups", "file"))
+    _VALID_ARGS = frozenset(("site", "groups", "file", "quiet"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
         args = self._task.args
+        quiet = boolean(args.get("quiet", True), strict=False)
+        return {**self._plan(args), "_ansible_no_log": quiet}
+
+    def _plan(self, args: dict[str, Any]) -> dict[str, Any]:
         path = str(args.get("file") or "")
         if path:
             real = self._find_needle("files", path)

@@ -185,11 +185,15 @@ def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> d
     runs the whole plan through the templating engine on every read (ansible-core 2.19,
     ``HostVarsVars.__getitem__``: about a second per host and task at a thousand nodes). Neither way
     is the plan converted with plain(): the view refers to the plan's own objects, so no host
-    copies the shared tables."""
+    copies the shared tables. Where the controller has no plan (site.yml with a --limit that leaves
+    localhost out registers it on the limited hosts, one object), the host's own is read."""
     plan = source
     if hasattr(source, "raw_get"):  # ansible.vars.hostvars.HostVars
         facts = source.raw_get(controller)
         plan = facts.get("gpucluster_plan") if isinstance(facts, Mapping) else None
+        if plan is None:  # a --limit without localhost: site.yml registered the plan on the limited hosts
+            own = source.raw_get(str(host))
+            plan = own.get("gpucluster_plan") if isinstance(own, Mapping) else None
         if plan is None:
             raise AnsibleFilterError(
                 f"gpucluster.tiers.host_plan: {controller} has no gpucluster_plan: run playbooks/tasks/plan.yml first"

@@ -31,6 +31,12 @@ options:
   file:
     description: A plan.json to load instead of computing (searched like C(lookup('file'))).
     type: str
+  quiet:
+    description:
+      - Hide the plan (a successful result) from the output and the job events, as C(no_log) would.
+        A failure is shown, so a bad inventory's error is printed once.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -51,7 +57,6 @@ EXAMPLES = r"""
   vars:
     names: "{{ query('ansible.builtin.varnames', '^gpucluster_(?!plan|host_plan|lock|shutdown_)') }}"
   register: gpucluster_plan
-  no_log: true
 """
 
 RETURN = r"""

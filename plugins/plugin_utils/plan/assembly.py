@@ -31,7 +31,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, gpu_limits, tenants, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import (
+    catalog,
+    gpu_limits,
+    support,
+    tenants,
+    tiers,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site, load_site
@@ -709,6 +715,9 @@ def cluster_plan(
     )
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["rollout"] = rollout.rollout_plan(site.rollout)
+    # the systems the roles support, and the floors every host must meet: playbooks/preflight.yml checks
+    # each host's facts against it before any change (inventory/support.py)
+    plan["support"] = support.support_matrix()
     if plan["cluster"]["scheduler"] == "kubernetes":  # the Kubernetes path only: Slurm plans stay as they are
         plan["kubernetes"] = k8s_manifests.kubernetes_plan(
             _needs(

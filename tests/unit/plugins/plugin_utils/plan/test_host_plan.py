@@ -228,14 +228,21 @@ def test_site_and_plan_playbooks_read_the_view() -> None:
     """Every play of site.yml except the plan play sets gpucluster_host_plan to the host's view."""
     expr = "{{ hostvars | gpucluster.tiers.host_plan(inventory_hostname) }}"
     site = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
-    assert site[0]["hosts"] == "localhost"
+    # the plan play: localhost:all, run once on the controller (a --limit without localhost keeps it)
+    assert site[0]["hosts"] == "localhost:all" and site[0]["tasks"][0]["delegate_to"] == "localhost"
     for play in site[1:]:
-        if play["hosts"] == "localhost":  # controller plays (Kubernetes objects, the lock) read the whole plan
+        if play["hosts"] in ("localhost", "localhost:all"):  # controller plays (Kubernetes objects, the lock)
             continue
         assert play["vars"]["gpucluster_host_plan"] == expr, play["name"]
     plan_pb = yaml.safe_load((ROOT / "playbooks" / "plan.yml").read_text())
     assert plan_pb[-1]["vars"]["gpucluster_host_plan"] == expr
-    assert "delegate_facts" not in (ROOT / "playbooks" / "tasks" / "plan.yml").read_text()
+    # no host gets the whole plan as a fact: only the small sha256 and rollout go to localhost (delegate_facts)
+    tasks = yaml.safe_load((ROOT / "playbooks" / "tasks" / "plan.yml").read_text())
+    delegated = [t for t in tasks if t.get("delegate_facts")]
+    assert [set(t["ansible.builtin.set_fact"]) for t in delegated] == [
+        {"gpucluster_plan_sha256", "gpucluster_plan_rollout"}
+    ]
+    assert all(t["delegate_to"] == "localhost" for t in delegated)
 
 
 _JSON = st.recursive(
