@@ -64,8 +64,10 @@ lint: setup ## ruff, ansible-lint (production profile), antsibull-changelog lint
 sanity: setup ## ansible-test sanity on the built collection (tools/sanity/run.py; SANITY_ARGS=--test pylint ...)
 	$(BIN)/python tools/sanity/run.py $(SANITY_ARGS)
 
-unit: setup ## pytest: engine, filters, modules, parsers
-	$(BIN)/pytest
+# UNIT_WORKERS: pytest-xdist workers (auto: one per core; 0: one process, as `pytest` alone runs)
+UNIT_WORKERS ?= auto
+unit: setup ## pytest: engine, filters, modules, parsers (UNIT_WORKERS=auto processes)
+	$(BIN)/pytest -n $(UNIT_WORKERS) --dist loadgroup
 
 golden: setup ## rewrite tests/unit/repo/golden/host-files.txt (every host file make plan renders); review its diff
 	GPUCLUSTER_UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/repo/test_plan_playbook.py -k golden_list

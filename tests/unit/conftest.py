@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
+import fcntl
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Callable
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +56,53 @@ def parse_topology_conf(text: str) -> dict[str, dict[str, list[str]]]:
 
 
 TIERS = ("tier1", "tier2", "tier3", "tier4")
+
+#: the venv's ansible-playbook, and the environment the playbook tests run it with (the repository's ansible.cfg)
+PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+PLAYBOOK_ENV = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+
+
+def run_playbook(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """``ansible-playbook ARGS`` from the repository root, as make runs it."""
+    return subprocess.run(
+        [PLAYBOOK, *args], cwd=ROOT, env=PLAYBOOK_ENV, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def planned(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[[str], tuple[Path, str]]:
+    """make plan of one unmodified inventory (``tier3``, ``examples/tier2-mig``, ...), run once for the
+    whole session: (the plan's folder, the run's output). Tests only read it; a test that needs its own
+    output folder or changes the inventory runs its own plan.
+
+    Under pytest-xdist the workers share one folder (the session's base temp folder) and a lock per
+    inventory, so each inventory is still planned once."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if worker_id != "master" else base) / "plans"
+    shared.mkdir(exist_ok=True)
+
+    def plan(inventory: str) -> tuple[Path, str]:
+        root = shared / inventory.replace("/", "__")
+        with (shared / f"{root.name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            stdout = shared / f"{root.name}.stdout"
+            if not stdout.is_file():
+                root.mkdir(exist_ok=True)
+                run = run_playbook(
+                    "-i", f"inventories/{inventory}", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={root}"
+                )  # fmt: skip
+                assert run.returncode == 0, run.stdout[-3000:]
+                stdout.write_text(run.stdout)
+        return root / Path(inventory).name, stdout.read_text()
+
+    return plan
+
+
+@pytest.fixture(scope="session")
+def worker_id(request: pytest.FixtureRequest) -> str:
+    """pytest-xdist's worker name (``gw0``, ...), ``master`` without xdist (xdist's own fixture when loaded)."""
+    return str(getattr(request.config, "workerinput", {}).get("workerid", "master"))
+
 
 # Shared by the block_guard (module_utils) and block_device_guard (module) tests: the local NVMe
 # section's field name, and mdadm --detail --export of a 2-member raid0 (keys as mdadm Detail.c

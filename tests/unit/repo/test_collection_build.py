@@ -28,6 +28,9 @@ from packaging.requirements import Requirement
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_conf_text
 
+#: one pytest-xdist worker runs this module: its module fixture (built once) is costly
+pytestmark = pytest.mark.xdist_group("collection_build")
+
 BIN = Path(sys.executable).parent
 GALAXY = yaml.safe_load((ROOT / "galaxy.yml").read_text())
 TARBALL = f"{GALAXY['namespace']}-{GALAXY['name']}-{GALAXY['version']}.tar.gz"

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -52,17 +53,15 @@ def test_a_run_writes_every_manifest_and_a_second_run_changes_nothing(tmp_path: 
     assert second.returncode == 0 and "changed=0" in _recap(second.stdout), second.stdout[-3000:]
 
 
-def test_make_plan_writes_the_manifests_of_the_plan(tmp_path: Path) -> None:
-    run = _run("-i", "inventories/tier4-k8s", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}")
-    assert run.returncode == 0, run.stdout[-3000:]
-    out = tmp_path / "tier4-k8s"
+def test_make_plan_writes_the_manifests_of_the_plan(planned: Callable[[str], tuple[Path, str]]) -> None:
+    out = planned("tier4-k8s")[0]  # make plan of tier4-k8s (tests/unit/conftest.py, once per session)
     plan = json.loads((out / "plan.json").read_text())
     for entry in plan["kubernetes"]["manifests"]:
         assert yaml.safe_load((out / "kubernetes" / entry["path"]).read_text()) == entry["object"], entry["path"]
     assert (out / "kubernetes" / "kustomization.yaml").is_file()
 
 
-def test_make_plan_of_a_slurm_tier_writes_no_manifests(tmp_path: Path) -> None:
-    run = _run("-i", "inventories/tier2", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={tmp_path}")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert not (tmp_path / "tier2" / "kubernetes").exists()
+def test_make_plan_of_a_slurm_tier_writes_no_manifests(planned: Callable[[str], tuple[Path, str]]) -> None:
+    out = planned("tier2")[0]
+    assert (out / "plan.json").is_file()
+    assert not (out / "kubernetes").exists()

@@ -35,21 +35,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PLAYBOOK, *args], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, str]]:
-    """make plan of one inventory, run once for this module: (the plan's folder, the run's output).
-    The tests below only read it."""
-    runs: dict[str, tuple[Path, str]] = {}
-
-    def plan(inventory: str) -> tuple[Path, str]:
-        if inventory not in runs:
-            root = tmp_path_factory.mktemp("plan")
-            run = _run("-i", f"inventories/{inventory}", "playbooks/plan.yml", "-e", f"gpucluster_plan_root={root}")
-            assert run.returncode == 0, run.stdout[-3000:]
-            runs[inventory] = (root / Path(inventory).name, run.stdout)
-        return runs[inventory]
-
-    return plan
+# planned (tests/unit/conftest.py): make plan of one inventory, run once for the whole session and only
+# read here and in the other playbook tests
 
 
 def _digests(hosts: Path) -> dict[str, str]:
@@ -147,18 +134,18 @@ def test_plan_files_are_byte_identical_to_the_template_module(
     tmp_path: Path, planned: Callable[[str], tuple[Path, str]]
 ) -> None:
     """render_files (make plan) and ansible.builtin.template (the roles) give the same bytes."""
-    out = planned("tier3")[0]
-    for host in ("compute01", "head01"):
-        direct = tmp_path / f"direct-{host}"
-        run = _run(
-            "-i", "inventories/tier3", "tests/playbooks/render_with_template_module.yml",
-            "-e", f"render_host={host}", "-e", f"render_root={direct}",
-        )  # fmt: skip
-        assert run.returncode == 0, run.stdout[-3000:]
-        files = sorted(p.relative_to(direct) for p in direct.rglob("*") if p.is_file())
+    out, direct = planned("tier3")[0], tmp_path / "direct"
+    hosts = ("compute01", "head01")
+    run = _run(
+        "-i", "inventories/tier3", "tests/playbooks/render_with_template_module.yml",
+        "-e", f"render_host={':'.join(hosts)}", "-e", f"render_root={direct}",
+    )  # fmt: skip  # both hosts in one run, each into direct/<host>/
+    assert run.returncode == 0, run.stdout[-3000:]
+    for host in hosts:
+        files = sorted(p.relative_to(direct / host) for p in (direct / host).rglob("*") if p.is_file())
         assert files, host
         for rel in files:
-            assert (out / "hosts" / host / rel).read_bytes() == (direct / rel).read_bytes(), rel
+            assert (out / "hosts" / host / rel).read_bytes() == (direct / host / rel).read_bytes(), rel
 
 
 def test_plan_sha256_and_a_precomputed_plan(planned: Callable[[str], tuple[Path, str]]) -> None:

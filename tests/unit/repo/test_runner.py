@@ -27,6 +27,9 @@ from conftest import ROOT, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 
+#: one pytest-xdist worker runs this module: its module fixture (built once) is costly
+pytestmark = pytest.mark.xdist_group("runner")
+
 
 def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "ci" / f"{name}.py")
@@ -282,7 +285,8 @@ def test_make_check_runs_the_quick_checks_without_root_or_containers() -> None:
     steps = ("ruff check .", "ansible-lint --profile production", "tools/sanity/run.py", "pytest tests/integration")
     for step in steps:
         assert step in out, step
-    assert re.search(r"\.venv/bin/pytest\s*$", out, re.M)  # the unit suite (pyproject's testpaths)
+    # the unit suite (pyproject's testpaths, no path given), on UNIT_WORKERS pytest-xdist workers
+    assert re.search(r"\.venv/bin/pytest -n auto --dist loadgroup\s*$", out, re.M)
     for heavy in ("host_deps.sh", "molecule", "lab-images", "podman"):  # root, containers
         assert heavy not in out, heavy
     readme = (ROOT / "README.md").read_text().split("## ")[0]  # the start block

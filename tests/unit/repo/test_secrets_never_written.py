@@ -36,6 +36,9 @@ import pytest
 import yaml
 from conftest import ROOT
 
+#: one pytest-xdist worker runs this module: its module fixture (built once) is costly
+pytestmark = pytest.mark.xdist_group("secrets_never_written")
+
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 TAG = uuid.uuid4().hex[:12]
 
