@@ -4,7 +4,7 @@
 # (playbooks/preflight.yml) must refuse, naming it and the supported systems. Reached through podman
 # (containers.podman.podman connection): no sshd, no lab packages. As root; tagged by a hash of its
 # recipe, so a second run reuses it (about a minute the first time). Prints the image's name.
-# tools/lab/setup.sh may call it to build it with the other lab images.
+# tools/lab/setup.sh builds it with the other lab images (make lab-images).
 set -euo pipefail
 
 recipe="debootstrap --variant=minbase --include=python3,systemd,systemd-sysv trixie"

@@ -53,4 +53,6 @@ else
   echo "lab image $image: built"
 fi
 podman tag "$image" localhost/gpucluster-lab:current
+# the unsupported OS the preflight must refuse (molecule/shared/tests/test_preflight.py), cached likewise
+echo "other-OS image $(bash "$(dirname "$0")/other_os_image.sh")"
 echo "lab setup took $(( $(date +%s) - start )) s"
