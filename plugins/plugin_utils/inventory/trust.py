@@ -19,6 +19,7 @@ Pure Python, no I/O: the caller passes each value's origin (the file Ansible rea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import Any
@@ -43,7 +44,7 @@ MAX_HOST_NAME = 253
 MAX_LABEL = 63
 #: where the lab's settings may come from: lab/overlay/ and lab/overlay-<scenario>/ of this collection.
 LAB_VARIABLE = "gpucluster_lab"
-LAB_OVERLAY_GLOB = "overlay*"
+LAB_OVERLAY = re.compile(r"overlay(-[a-z0-9][a-z0-9-]*)?")
 
 
 def shown(text: str, keep: int = 40) -> str:
@@ -143,14 +144,19 @@ def check_lab_origin(value_origin: str | None, collection_root: PurePath, *, fro
             rest = path.relative_to(lab)
         except ValueError:
             rest = None
-        allowed = rest is not None and len(rest.parts) >= 2 and PurePath(rest.parts[0]).match(LAB_OVERLAY_GLOB)
+        allowed = (
+            rest is not None
+            and len(rest.parts) >= 2
+            and ".." not in rest.parts
+            and bool(LAB_OVERLAY.fullmatch(rest.parts[0]))
+        )
     require(
         allowed,
         LAB_VARIABLE,
         f"set in {value_origin}" if value_origin and not from_command_line else "set on the command line (-e)",
-        f"{LAB_VARIABLE} only from the lab's own overlay ({lab}/overlay*/, which make lab and molecule add as "
-        "an inventory source): its container settings (memlock limit, MPI over TCP, nested containers, no "
-        "checkpoint drain mount) would weaken a real cluster; remove it from this inventory",
+        f"{LAB_VARIABLE} only from the lab's own overlay ({lab}/overlay/ or overlay-<scenario>/, which make lab "
+        "and molecule add as an inventory source): its container settings (memlock limit, MPI over TCP, nested "
+        "containers, no checkpoint drain mount) would weaken a real cluster; remove it from this inventory",
     )
 
 
