@@ -167,14 +167,18 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
             hit = converted[id(value)] = (value, plain(value))
         return hit[1]
 
+    addresses: dict[str, Any] = {}  # each host's ansible_host as read (with its origin): the error names the file
     for host in [controller, *[str(h) for h in hosts or []]]:
         raw = source.raw_get(host)
         if isinstance(raw, Mapping) and host not in seen:
             seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
+            if "ansible_host" in raw:
+                addresses[host] = {"ansible_host": raw["ansible_host"]}
     try:
         site.check_host_variables(seen, controller=controller, extra_vars=extra)
     except PlanError as exc:
-        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+        where = origin(exc.field, [{"hostvars": addresses}]) if exc.field.startswith("hostvars.") else ""
+        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}{where}") from None
     return True
 
 

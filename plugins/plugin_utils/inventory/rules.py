@@ -207,7 +207,9 @@ def _shared_mounts(storage: dict[str, Any]) -> list[str]:
     if kind == "lustre":
         return [str(section.get("mount_point") or f"/lustre/{section.get('fsname', 'lustre')}")]
     if kind == "nfs":
-        return [str(e["mount_point"]) for e in section.get("exports") or [] if isinstance(e, dict) and e.get("mount_point")]
+        return [
+            str(e["mount_point"]) for e in section.get("exports") or [] if isinstance(e, dict) and e.get("mount_point")
+        ]
     if kind in ("beegfs", "nvmeof") and isinstance(section.get("mount_point"), str):
         return [section["mount_point"]]
     return []

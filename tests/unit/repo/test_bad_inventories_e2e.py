@@ -122,3 +122,13 @@ def test_a_host_name_yaml_reads_as_no_name_is_named_with_the_fix(tmp_path: Path,
     out = _plan(inv, tmp_path)
     assert f"host name {name} is read by YAML as {reading}" in out
     assert f'quote it ("{name}":)' in out
+
+
+def test_a_shared_ansible_host_names_the_file_it_was_set_in(tmp_path: Path) -> None:
+    inv = _copy(tmp_path, "tier3")
+    (inv / "host_vars").mkdir()
+    for host in ("compute01", "compute02"):
+        (inv / "host_vars" / f"{host}.yml").write_text("ansible_host: 10.0.0.5\n")
+    out = _plan(inv, tmp_path)
+    assert "inventory field 'hostvars.compute02.ansible_host'" in out
+    assert f"(set in {inv / 'host_vars' / 'compute02.yml'}:1)" in out

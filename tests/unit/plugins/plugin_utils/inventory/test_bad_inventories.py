@@ -821,7 +821,9 @@ def qos(*items: dict[str, Any]) -> Callable[[Inventory], None]:
 
 
 def layout(**component: Any) -> Callable[[Inventory], None]:
-    return put(f"{LU}.layouts", {"checkpoints": [{"end": -1, "stripe_count": 4, "stripe_size": 4 * 2**20, **component}]})
+    return put(
+        f"{LU}.layouts", {"checkpoints": [{"end": -1, "stripe_count": 4, "stripe_size": 4 * 2**20, **component}]}
+    )
 
 
 VOLATILE = "a folder that survives a reboot"
@@ -870,9 +872,15 @@ ROUND3 = [
         "one has 256",
     ),
     # --- storage: sections and server groups of another type, rates, paths apart, on the shared file system
-    Case("nfs-section-on-lustre", put(f"{ST}.nfs", {"exports": []}), f"{ST}.nfs", OTHER_STORAGE, value="<a nfs section>"),
-    Case("beegfs-section-on-lustre", put(f"{ST}.beegfs", {}), f"{ST}.beegfs", OTHER_STORAGE, value="<a beegfs section>"),
-    Case("nvmeof-section-on-lustre", put(f"{ST}.nvmeof", {}), f"{ST}.nvmeof", OTHER_STORAGE, value="<a nvmeof section>"),
+    Case(
+        "nfs-section-on-lustre", put(f"{ST}.nfs", {"exports": []}), f"{ST}.nfs", OTHER_STORAGE, value="<a nfs section>"
+    ),
+    Case(
+        "beegfs-section-on-lustre", put(f"{ST}.beegfs", {}), f"{ST}.beegfs", OTHER_STORAGE, value="<a beegfs section>"
+    ),
+    Case(
+        "nvmeof-section-on-lustre", put(f"{ST}.nvmeof", {}), f"{ST}.nvmeof", OTHER_STORAGE, value="<a nvmeof section>"
+    ),
     Case(
         "lustre-section-on-nfs",
         put(f"{ST}.lustre", {"fsname": "aifs"}),
@@ -882,9 +890,16 @@ ROUND3 = [
         "<a lustre section>",
     ),
     Case("nfs-server-on-lustre", add_host("nfs01", "nfs_server"), "groups.nfs_server", OTHER_GROUP, value=["nfs01"]),
-    Case("beegfs-meta-on-lustre", add_host("meta01", "beegfs_meta"), "groups.beegfs_meta", OTHER_GROUP, value=["meta01"]),
     Case(
-        "lustre-oss-on-nfs", add_host("oss09", "lustre_oss"), "groups.lustre_oss", "nfs_server", "tier2", value=["oss09"]
+        "beegfs-meta-on-lustre", add_host("meta01", "beegfs_meta"), "groups.beegfs_meta", OTHER_GROUP, value=["meta01"]
+    ),
+    Case(
+        "lustre-oss-on-nfs",
+        add_host("oss09", "lustre_oss"),
+        "groups.lustre_oss",
+        "nfs_server",
+        "tier2",
+        value=["oss09"],
     ),
     Case("oss-also-compute", add_host("oss01", "compute"), "groups.lustre_oss", "no compute node", value=["oss01"]),
     Case("mds-also-compute", add_host("mds01", "compute"), "groups.lustre_mds", "no compute node", value=["mds01"]),
@@ -931,7 +946,9 @@ ROUND3 = [
     r2("voltage-20kv", "gpucluster_facility.circuit_voltage_v", 20000, "at most 1000"),
     r2("breaker-zero", "gpucluster_facility.breaker_amps", 0, "a breaker rating in A above 0"),
     # --- fabric: a section of another fabric, a NIC slower than the fabric, first_offset named
-    Case("roce-block-on-ib", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "type infiniband", value="<a roce section>"),
+    Case(
+        "roce-block-on-ib", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "type infiniband", value="<a roce section>"
+    ),
     Case(
         "ib-block-on-roce",
         both(ROCE, put(f"{FAB}.infiniband", {"pkey": "0x7fff"})),
