@@ -3,11 +3,10 @@
 Run by site.load_site after the schema (types, forms) and values.py (reserved names, system folders, address
 kinds), before any engine module derives a value, so each error names the field the user wrote:
 
-- volatile and linked system folders (``/var/run`` is a link to ``/run``, a tmpfs emptied at boot; ``/tmp``,
-  ``/var/tmp`` are cleaned; ``/dev/shm`` is memory) as any data, staging, state or mount path, and a path
-  component longer than NAME_MAX (255 bytes);
-- the storage paths: home, checkpoints and datasets apart (none inside another), checkpoints on the shared
-  file system of a shared storage type;
+- outside the container lab, volatile and linked system folders (``/var/run`` is a link to ``/run``, a
+  tmpfs emptied at boot; ``/tmp``, ``/var/tmp`` are cleaned; ``/dev/shm`` is memory) as any data, staging,
+  state or mount path; anywhere, a path component longer than NAME_MAX (255 bytes);
+- the storage paths: home, checkpoints and datasets apart (none inside another);
 - mount options per purpose: the Slurm controllers' shared state must be mounted read-write;
 - sizes in their units' physical ranges: Lustre stripe sizes and counts, rated storage bandwidth above zero
   (an override such as ``allow_storage_below_need`` lowers a floor, never makes a rate negative), a circuit
@@ -37,7 +36,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices
     LUSTRE_SERVERS,
     NFS_SERVER,
     NVMEOF_TARGET,
-    RDMA_FABRICS,
     STORAGE_GROUPS,
     STORAGE_TYPES,
 )
@@ -96,6 +94,8 @@ def check_paths(raw: dict[str, Any]) -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA, field_path
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import PATH_FIELDS_EXEMPT, _typed
 
+    # the container lab (gpucluster_lab, accepted from the lab's overlay only) may keep its data anywhere
+    lab = _map(raw.get("gpucluster_lab")).get("enabled") is True
     for path, value in _typed(raw, SCHEMA, [], "abs_path"):
         field = field_path(path)
         if not isinstance(value, str) or field in PATH_FIELDS_EXEMPT:
@@ -108,7 +108,7 @@ def check_paths(raw: dict[str, Any]) -> None:
             f"a path whose every component is at most {NAME_MAX} bytes (Linux's NAME_MAX); one has {longest}",
         )
         clean = _clean(value)
-        folder = next((v for v in VOLATILE if _under(clean, v)), None)
+        folder = None if lab else next((v for v in VOLATILE if _under(clean, v)), None)
         require(
             folder is None,
             field,
@@ -166,16 +166,6 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
                 f"a folder of its own, apart from {p}.paths.{outer} ({paths[outer]}): home, checkpoints and "
                 "datasets get their own layouts, quotas and purge rules",
             )
-    mounts = _shared_mounts(storage)
-    ckpt = paths.get("checkpoints")
-    if ckpt and mounts:
-        require(
-            any(_under(_clean(ckpt), _clean(m)) for m in mounts),
-            f"{p}.paths.checkpoints",
-            ckpt,
-            f"a folder on the shared file system ({', '.join(mounts)}): every node of a job writes its shard "
-            "there and every node reads it back after a restart",
-        )
     layouts = _map(_map(storage.get("lustre")).get("layouts"))
     for name, components in layouts.items():
         for i, comp in enumerate(components if isinstance(components, list) else []):
@@ -200,34 +190,18 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
                 )
 
 
-def _shared_mounts(storage: dict[str, Any]) -> list[str]:
-    """The mount points of a shared storage type (none for local NVMe)."""
-    kind = storage.get("type")
-    section = _map(storage.get(kind))
-    if kind == "lustre":
-        return [str(section.get("mount_point") or f"/lustre/{section.get('fsname', 'lustre')}")]
-    if kind == "nfs":
-        return [
-            str(e["mount_point"]) for e in section.get("exports") or [] if isinstance(e, dict) and e.get("mount_point")
-        ]
-    if kind in ("beegfs", "nvmeof") and isinstance(section.get("mount_point"), str):
-        return [section["mount_point"]]
-    return []
-
-
 def check_fabric(raw: dict[str, Any]) -> None:
     """No section of another fabric type; every compute NIC at least the fabric's link rate."""
     p = "gpucluster_fabric"
     fabric = _map(raw.get(p))
     kind = fabric.get("type")
-    for other in RDMA_FABRICS:
-        require(
-            other == kind or fabric.get(other) is None,
-            f"{p}.{other}",
-            f"<a {other} section>",
-            f"only the section of the site's fabric ({p}.type {kind}); the {other} section would be ignored: "
-            "remove it, or set type to the fabric the site has",
-        )
+    require(
+        kind == "roce" or fabric.get("roce") is None,
+        f"{p}.roce",
+        "<a roce section>",
+        f"a roce section only on a RoCE fabric ({p}.type roce, here {kind}): its traffic class, PFC and ECN "
+        "settings would be ignored; remove it, or set type to the fabric the site has",
+    )
     rate = fabric.get("link_rate_gbps")
     nics = _map(raw.get("gpucluster_node")).get("nics")
     if not _number(rate) or kind in (None, "none"):
@@ -320,12 +294,12 @@ def check_qos(raw: dict[str, Any]) -> None:
     items = _map(raw.get("gpucluster_slurm")).get("qos")
     edges = {name: list(targets) for name, targets in BUILTIN_PREEMPT.items()}
     where: dict[str, str] = {}
-    for i, item in enumerate(items if isinstance(items, list) else []):
-        item = _map(item)
+    for item in (_map(i) for i in (items if isinstance(items, list) else [])):
         name = item.get("name")
         if isinstance(name, str) and isinstance(item.get("preempt"), list):
-            edges[name] = [str(t) for t in item["preempt"]]
-            where[name] = f"{p}[{i}].preempt"
+            # a QOS preempting itself is slurm/accounting.py's own error (it names the QOS): not a cycle here
+            edges[name] = [str(t) for t in item["preempt"] if str(t) != name]
+            where[name] = f"{p}[{name}].preempt"
     for start in sorted(edges):
         path = _cycle(start, edges)
         if path:
@@ -333,7 +307,7 @@ def check_qos(raw: dict[str, Any]) -> None:
             require(
                 False,
                 where.get(culprit, f"{p}"),
-                edges[culprit],
+                list(edges[culprit]),
                 f"a preemption order without a cycle ({' preempts '.join(path)}): Slurm would requeue each "
                 "QOS's jobs for the other's, in turn",
             )

@@ -828,7 +828,6 @@ def layout(**component: Any) -> Callable[[Inventory], None]:
 
 VOLATILE = "a folder that survives a reboot"
 APART = "a folder of its own, apart from"
-SHARED = "a folder on the shared file system"
 OTHER_STORAGE = "only the section of the site's storage type"
 OTHER_GROUP = "storage server groups of the site's storage type"
 RATE = "a rate in GB/s above 0"
@@ -916,8 +915,6 @@ ROUND3 = [
     r2("home-is-checkpoints", f"{ST}.paths.home", "/lustre/aifs/checkpoints", APART, field=f"{ST}.paths.checkpoints"),
     r2("datasets-inside-home", f"{ST}.paths.datasets", "/lustre/aifs/home/data", APART),
     r2("checkpoints-inside-datasets", f"{ST}.paths.checkpoints", "/lustre/aifs/datasets/ckpt", APART),
-    r2("checkpoints-off-lustre", f"{ST}.paths.checkpoints", "/srv/ckpt", f"{SHARED} (/lustre/aifs)"),
-    r2("checkpoints-off-nfs", f"{ST}.paths.checkpoints", "/data/ckpt", f"{SHARED} (/shared)", "tier2"),
     Case("stripe-1e30", layout(stripe_size=10**30), f"{LU}.layouts.checkpoints[0].stripe_size", STRIPE, value=10**30),
     Case("stripe-8gib", layout(stripe_size=8 * 2**30), f"{LU}.layouts.checkpoints[0].stripe_size", STRIPE),
     Case("stripe-count-5000", layout(stripe_count=5000), f"{LU}.layouts.checkpoints[0].stripe_count", "1 to 2000"),
@@ -928,18 +925,24 @@ ROUND3 = [
     Case(
         "qos-two-cycle",
         qos({"name": "preemptible", "preempt": ["normal"]}),
-        f"{SL}.qos[0].preempt",
+        f"{SL}.qos[preemptible].preempt",
         "normal preempts preemptible preempts normal",
         value=["normal"],
     ),
     Case(
         "qos-three-cycle",
         qos({"name": "a", "preempt": ["b"]}, {"name": "b", "preempt": ["c"]}, {"name": "c", "preempt": ["a"]}),
-        f"{SL}.qos[0].preempt",
+        f"{SL}.qos[a].preempt",
         "a preempts b preempts c preempts a",
         value=["b"],
     ),
-    Case("qos-self", qos({"name": "batch", "preempt": ["batch"]}), f"{SL}.qos[0].preempt", CYCLE, value=["batch"]),
+    Case(
+        "qos-two-custom",
+        qos({"name": "urgent", "preempt": ["batch"]}, {"name": "batch", "preempt": ["urgent"]}),
+        f"{SL}.qos[batch].preempt",
+        CYCLE,
+        value=["urgent"],
+    ),
     # --- facility: the voltage checked before power.py divides by it, named itself
     r2("voltage-zero", "gpucluster_facility.circuit_voltage_v", 0, VOLT),
     r2("voltage-negative", "gpucluster_facility.circuit_voltage_v", -400, VOLT),
@@ -947,14 +950,17 @@ ROUND3 = [
     r2("breaker-zero", "gpucluster_facility.breaker_amps", 0, "a breaker rating in A above 0"),
     # --- fabric: a section of another fabric, a NIC slower than the fabric, first_offset named
     Case(
-        "roce-block-on-ib", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "type infiniband", value="<a roce section>"
+        "roce-block-on-ib", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "here infiniband", value="<a roce section>"
     ),
     Case(
-        "ib-block-on-roce",
-        both(ROCE, put(f"{FAB}.infiniband", {"pkey": "0x7fff"})),
-        f"{FAB}.infiniband",
-        "type roce",
-        value="<a infiniband section>",
+        "roce-block-on-tcp",
+        both(put(f"{FAB}.type", "tcp"), put(f"{FAB}.roce", {"dscp": 26})),
+        f"{FAB}.roce",
+        "here tcp",
+        value="<a roce section>",
+    ),
+    Case(
+        "roce-block-on-none", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "here none", "tier1", "<a roce section>"
     ),
     r2("nic-slower-than-fabric", f"{NODE}.nics[0].rate_gbps", 200, "at least the fabric's link rate"),
     r2("fabric-first-offset-past-rail", f"{NET}.fabric.first_offset", 300, "inside one rail (a /24: rail_prefix)"),
