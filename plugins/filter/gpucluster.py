@@ -155,7 +155,7 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
 
     manager = getattr(source, "_variable_manager", None)
     extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
-    _check_raw_inventory(source, [controller, *[str(h) for h in hosts or []]], controller, extra)
+    raws = _check_raw_inventory(source, [controller, *[str(h) for h in hosts or []]], controller, extra)
     seen: dict[str, dict[str, Any]] = {}
     converted: dict[int, tuple[Any, Any]] = {}  # id -> (value, plain value): group all's values, once
 
@@ -168,8 +168,7 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
         return hit[1]
 
     addresses: dict[str, Any] = {}  # each host's ansible_host as read (with its origin): the error names the file
-    for host in [controller, *[str(h) for h in hosts or []]]:
-        raw = source.raw_get(host)
+    for host, raw in raws.items():
         if isinstance(raw, Mapping) and host not in seen:
             seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
             if "ansible_host" in raw:
@@ -192,9 +191,10 @@ def _origin_path(value: Any) -> str | None:
     return os.path.realpath(str(tag.path)) if tag is not None and tag.path else None
 
 
-def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: frozenset[str]) -> None:
-    """The inventory's raw values (``HostVars.raw_get``: nothing templated yet) bounded and free of templates,
-    the host names bounded, ``gpucluster_lab`` from the lab's overlay only (plugin_utils/inventory/trust.py).
+def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: frozenset[str]) -> dict[str, Any]:
+    """Each host's raw variables (``HostVars.raw_get``: nothing templated yet; read once, for the caller too),
+    checked: the values bounded and free of templates, the host names bounded, ``gpucluster_lab`` from the
+    lab's overlay only (plugin_utils/inventory/trust.py).
 
     Runs before anything converts, walks or templates a value: a template in a ``gpucluster_*`` value
     (``{{ lookup('pipe', ...) }}``) stops the run here, unevaluated (docs/security.md, "Inventory trust")."""
@@ -208,9 +208,9 @@ def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: 
     except PlanError as exc:
         raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
     checked: set[int] = set()  # group all's values are the same objects on every host: each checked once
-    keep: list[Any] = []  # the checked objects stay alive, so an id is never reused during the walk
+    raws: dict[str, Any] = {}  # the raw variables (and so every checked object) stay alive: no id is reused
     for host in dict.fromkeys(hosts):
-        raw = source.raw_get(host)
+        raw = raws[host] = source.raw_get(host)
         if not isinstance(raw, Mapping):
             continue
         for name, value in raw.items():
@@ -222,13 +222,13 @@ def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: 
             except PlanError as exc:
                 raise fail(exc, {name: value}) from None
             checked.add(id(value))
-            keep.append(value)
         if host == controller and trust.LAB_VARIABLE in raw:
             try:
                 where = _origin_path(raw[trust.LAB_VARIABLE])
                 trust.check_lab_origin(where, COLLECTION_ROOT, from_command_line=trust.LAB_VARIABLE in extra)
             except PlanError as exc:
                 raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+    return raws
 
 
 def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:
