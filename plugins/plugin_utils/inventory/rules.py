@@ -48,7 +48,8 @@ VOLATILE = ("/var/run", "/var/lock", "/tmp", "/var/tmp", "/dev/shm", "/run")
 #: Linux's NAME_MAX: the longest path component (limits.h, 255 bytes).
 NAME_MAX = 255
 #: Lustre: a stripe size is a multiple of 64 KiB of at most 4 GiB, a file has at most 2000 stripes
-#: (lfs-setstripe(1) --stripe-size, LOV_MAX_STRIPE_COUNT; docs/sources.md [LU] Lustre Operations Manual).
+#: (lfs-setstripe(1) --stripe-size, https://github.com/lustre/lustre-release/blob/master/Documentation/man1/
+#: lfs-setstripe.1; LOV_MAX_STRIPE_COUNT in lustre/include/uapi/linux/lustre/lustre_user.h).
 STRIPE_UNIT = 64 * 1024
 STRIPE_SIZE_MAX = 4 * 1024**3
 STRIPE_COUNT_MAX = 2000
