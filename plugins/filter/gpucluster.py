@@ -14,6 +14,7 @@ ansible-test see it), and lazy (the first call imports, later calls find the mod
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -154,6 +155,7 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
 
     manager = getattr(source, "_variable_manager", None)
     extra = frozenset(str(k) for k in (getattr(manager, "extra_vars", None) or {}))
+    raws = _check_raw_inventory(source, [controller, *[str(h) for h in hosts or []]], controller, extra)
     seen: dict[str, dict[str, Any]] = {}
     converted: dict[int, tuple[Any, Any]] = {}  # id -> (value, plain value): group all's values, once
 
@@ -165,15 +167,68 @@ def inventory_scope(source: Any, hosts: Any, controller: str = "localhost") -> b
             hit = converted[id(value)] = (value, plain(value))
         return hit[1]
 
-    for host in [controller, *[str(h) for h in hosts or []]]:
-        raw = source.raw_get(host)
+    addresses: dict[str, Any] = {}  # each host's ansible_host as read (with its origin): the error names the file
+    for host, raw in raws.items():
         if isinstance(raw, Mapping) and host not in seen:
             seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
+            if "ansible_host" in raw:
+                addresses[host] = {"ansible_host": raw["ansible_host"]}
     try:
         site.check_host_variables(seen, controller=controller, extra_vars=extra)
     except PlanError as exc:
-        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+        where = origin(exc.field, [{"hostvars": addresses}]) if exc.field.startswith("hostvars.") else ""
+        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}{where}") from None
     return True
+
+
+def _origin_path(value: Any) -> str | None:
+    """The file ansible-core read ``value`` from (its Origin tag, ansible-core 2.19), or None."""
+    try:
+        from ansible._internal._datatag._tags import Origin
+    except ImportError:  # another ansible-core: no origin known
+        return None
+    tag = Origin.get_tag(value)
+    return os.path.realpath(str(tag.path)) if tag is not None and tag.path else None
+
+
+def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: frozenset[str]) -> dict[str, Any]:
+    """Each host's raw variables (``HostVars.raw_get``: nothing templated yet; read once, for the caller too),
+    checked: the values bounded and free of templates, the host names bounded, ``gpucluster_lab`` from the
+    lab's overlay only (plugin_utils/inventory/trust.py).
+
+    Runs before anything converts, walks or templates a value: a template in a ``gpucluster_*`` value
+    (``{{ lookup('pipe', ...) }}``) stops the run here, unevaluated (docs/security.md, "Inventory trust")."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import trust
+
+    def fail(exc: PlanError, values: Mapping[str, Any]) -> AnsibleFilterError:
+        return AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}{origin(exc.field, [values])}")
+
+    try:
+        trust.check_host_names(hosts)
+    except PlanError as exc:
+        raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+    checked: set[int] = set()  # group all's values are the same objects on every host: each checked once
+    raws: dict[str, Any] = {}  # the raw variables (and so every checked object) stay alive: no id is reused
+    for host in dict.fromkeys(hosts):
+        raw = raws[host] = source.raw_get(host)
+        if not isinstance(raw, Mapping):
+            continue
+        for name, value in raw.items():
+            name = str(name)
+            if not name.startswith("gpucluster_") or name in extra or id(value) in checked:
+                continue
+            try:
+                trust.check_value(name, value)
+            except PlanError as exc:
+                raise fail(exc, {name: value}) from None
+            checked.add(id(value))
+        if host == controller and trust.LAB_VARIABLE in raw:
+            try:
+                where = _origin_path(raw[trust.LAB_VARIABLE])
+                trust.check_lab_origin(where, COLLECTION_ROOT, from_command_line=trust.LAB_VARIABLE in extra)
+            except PlanError as exc:
+                raise AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}") from None
+    return raws
 
 
 def host_plan_filter(source: Any, host: str, controller: str = "localhost") -> dict[str, Any]:

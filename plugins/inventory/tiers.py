@@ -82,6 +82,17 @@ def _var_files(base: Path, name: str) -> list[Path]:
     return files
 
 
+def _coerced_hosts(path: str) -> list[tuple[str, int, str]]:
+    """Host names of a YAML inventory file YAML reads as no name (``yes:``, ``null:``, ``010:``): this plugin
+    comes after the yaml plugin (ansible.cfg), so it is asked only for a file the yaml plugin refused."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.trust import coerced_host_names
+
+    if not path.endswith((".yml", ".yaml")) or not os.path.isfile(path) or os.path.getsize(path) > 16 * 1024 * 1024:
+        return []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return coerced_host_names(handle.read())
+
+
 class InventoryModule(BaseInventoryPlugin):
     """Reads inventories/<tier> for a source that is a tier's name."""
 
@@ -89,10 +100,19 @@ class InventoryModule(BaseInventoryPlugin):
 
     def verify_file(self, path: str) -> bool:
         name = os.path.basename(os.path.normpath(path))
-        return not os.path.exists(path) and bool(TIER_NAME.fullmatch(name))
+        return (not os.path.exists(path) and bool(TIER_NAME.fullmatch(name))) or bool(_coerced_hosts(path))
 
     def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
         super().parse(inventory, loader, path, cache=cache)
+        coerced = _coerced_hosts(path)
+        if coerced:  # the yaml plugin refused this file ("Host pattern True must be a string"): name the host
+            raise AnsibleParserError(
+                "; ".join(
+                    f"{path}:{line}: host name {name} is read by YAML as {reading}, not as a name: quote it "
+                    f'("{name}":) or rename the host (a host name is lowercase letters, digits and -)'
+                    for name, line, reading in coerced
+                )
+            )
         name = os.path.basename(os.path.normpath(path))
         tiers = known_tiers(Path.cwd(), COLLECTION_ROOT)
         folder = tiers.get(name)

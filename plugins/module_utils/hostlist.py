@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 #: most hosts one ``lo-hi`` range may hold (Slurm's MAX_RANGE, 64K hosts)
 MAX_RANGE = 64 * 1024
-#: most hosts one bracketed token may expand to (a guard against ``a[0-65535]b[0-65535]``)
+#: most hosts one bracketed token, and one whole expression, may expand to (a guard against
+#: ``a[0-65535]b[0-65535]`` and against a 1 KB list of many such tokens or ranges: tens of millions of names)
 MAX_HOSTS = 1024 * 1024
 
 _FORM = "a host list such as compute[01-04],gpu[1-2]-ib[1-2] (numbers and lo-hi ranges in brackets)"
@@ -51,7 +52,7 @@ class HostlistError(ValueError):
     """A host list expression or host name Slurm would not accept."""
 
     def __init__(self, expr: str, problem: str) -> None:
-        super().__init__(f"host list {expr!r}: {problem}; expected {_FORM}")
+        super().__init__(f"host list {_cut(expr, 200)!r}: {problem}; expected {_FORM}")
         self.expr = expr
         self.problem = problem
 
@@ -96,6 +97,8 @@ def _numbers(expr: str, body: str) -> list[str]:
             raise HostlistError(expr, f"range {part!r} ends before it starts")
         if hi - lo + 1 > MAX_RANGE:
             raise HostlistError(expr, f"range {part!r} holds more than {MAX_RANGE} hosts")
+        if len(out) + hi - lo + 1 > MAX_HOSTS:
+            raise HostlistError(expr, f"brackets [{_cut(body)}] hold more than {MAX_HOSTS} hosts in all")
         width = len(lo_text)
         out.extend(f"{n:0{width}d}" for n in range(lo, hi + 1))
     return out
@@ -127,7 +130,17 @@ def expand(expr: str) -> list[str]:
     """The host names of a Slurm host list expression, in Slurm's order (``scontrol show hostnames``)."""
     if not isinstance(expr, str):
         raise HostlistError(repr(expr), "not a string")
-    return [name for token in _tokens(expr) for name in _expand_token(expr, token)]
+    names: list[str] = []
+    for token in _tokens(expr):
+        names.extend(_expand_token(expr, token))
+        if len(names) > MAX_HOSTS:  # the total, not only each token: many tokens of a million each
+            raise HostlistError(_cut(expr), f"the list expands to more than {MAX_HOSTS} hosts in all")
+    return names
+
+
+def _cut(text: str, keep: int = 60) -> str:
+    """A long expression cut for a message (its start and its length)."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
 
 
 @dataclass

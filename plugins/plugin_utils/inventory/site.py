@@ -39,6 +39,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_range,
     require,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.rules import check_rules
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import check_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import DEFAULT_SCHEDULER
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import scheduler as cluster_scheduler
@@ -536,6 +537,8 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     known = {str(h) for g in ROLE_GROUPS for h in groups.get(g) or []}
     storage = {str(h) for g in (STORAGE, *STORAGE_GROUPS, COMPUTE) for h in groups.get(g) or []}
     check_values(raw, groups, hosts=sorted(known), storage_hosts=len(storage))
+    # values valid alone and wrong together or in scale (issue 40): before any rule derives a value from them
+    check_rules(raw, groups)
     cluster = _section(raw, "gpucluster_cluster")
     name = _str(cluster, "gpucluster_cluster", "name")
     require(

@@ -355,6 +355,9 @@ def _node_min_w(node: dict[str, Any], model: Any) -> float:
 
 
 def _check_facility(raw: dict[str, Any]) -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.rules import check_facility
+
+    check_facility(raw)  # the voltage and the breaker above zero, before the formula below divides by them
     p = "gpucluster_facility"
     fac = raw.get(p) if isinstance(raw.get(p), dict) else {}
     amps, volts, phases = fac.get("breaker_amps"), fac.get("circuit_voltage_v"), fac.get("circuit_phases")

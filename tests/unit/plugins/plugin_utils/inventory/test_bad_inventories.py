@@ -799,10 +799,215 @@ ROUND2 = [
 CASES += ROUND2
 
 
+def gpus(count: int, nics: int | None = None) -> Callable[[Inventory], None]:
+    """``gpus_per_node`` set to ``count``, listed consistently: ``count`` GPUs and ``nics`` compute NICs
+    (default: as many as GPUs), so the only fault is the count itself."""
+
+    def change(inv: Inventory) -> None:
+        node = inv[0]["gpucluster_node"]
+        node["gpus_per_node"] = count
+        node["gpus"] = node["gpus"][:count]
+        keep = {f"mlx5_{i}" for i in range(count if nics is None else nics)}
+        node["nics"] = [n for n in node["nics"] if n.get("purpose") != "compute" or n["name"] in keep]
+        ib = inv[0]["gpucluster_fabric"].get("infiniband") or {}
+        if "sm_hcas" in ib:
+            ib["sm_hcas"] = ib["sm_hcas"][: len(keep)]
+
+    return change
+
+
+def qos(*items: dict[str, Any]) -> Callable[[Inventory], None]:
+    return put(f"{SL}.qos", list(items))
+
+
+def layout(**component: Any) -> Callable[[Inventory], None]:
+    return put(
+        f"{LU}.layouts", {"checkpoints": [{"end": -1, "stripe_count": 4, "stripe_size": 4 * 2**20, **component}]}
+    )
+
+
+VOLATILE = "a folder that survives a reboot"
+APART = "a folder of its own, apart from"
+OTHER_STORAGE = "only the section of the site's storage type"
+OTHER_GROUP = "storage server groups of the site's storage type"
+RATE = "a rate in GB/s above 0"
+STRIPE = "a multiple of 64 KiB (65536 bytes) of at most 4 GiB"
+CYCLE = "a preemption order without a cycle"
+VOLT = "a circuit voltage in V above 0"
+SXM = "the GPUs of one SXM baseboard of h100_sxm: 4 or 8"
+NAME_END = "a name ending in a letter or digit"
+DNS = "a DNS-1123 label on the Kubernetes path"
+LOCAL = "a host other than localhost"
+NAMESPACE = "a team name that is not a namespace Kubernetes, its operators or this plan use"
+HIDDEN = "<hidden>"
+K8 = "tier4-k8s"
+#: a GitHub token's and an AWS access key's shape (made up, not real keys): secrets, never credential names
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+AWS_KEY = "AKIA" + "Z7Q4XN2M5P8R3T6W"
+
+#: Issue 40 ("reliability, round three"): values that are valid alone and wrong together or in scale,
+#: volatile places, reserved names, sections of another type, errors that named a derived field.
+ROUND3 = [
+    # --- volatile and linked system folders (/var/run -> /run, a tmpfs), NAME_MAX
+    r2("scratch-var-run", f"{ST}.local_scratch", "/var/run/scratch", VOLATILE),
+    r2("staging-var-run", f"{CKA}.staging_path", "/var/run/ckpt-stage", VOLATILE),
+    r2("scratch-tmp-sub", f"{ST}.local_scratch", "/tmp/scratch", "is under /tmp"),
+    r2("checkpoints-var-lock", f"{ST}.paths.checkpoints", "/var/lock/ckpt", "is under /var/lock"),
+    r2("datasets-var-tmp", f"{ST}.paths.datasets", "/var/tmp/datasets", "is under /var/tmp"),
+    r2("state-save-var-run", f"{SL}.state_save_location", "/var/run/slurmctld", VOLATILE, "tier4"),
+    r2("lustre-mount-dev-shm", f"{LU}.mount_point", "/dev/shm/lustre", "is under /dev"),
+    r2("nvme-mount-run", f"{ST}.local_nvme.mount_point", "/run/raid", "is under /run", "tier1"),
+    r2("staging-dev-shm", f"{CKA}.staging_path", "/dev/shm/stage", "is under /dev"),
+    Case(
+        "datasets-component-300",
+        put(f"{ST}.paths.datasets", "/lustre/aifs/" + "d" * 300),
+        f"{ST}.paths.datasets",
+        "every component is at most 255 bytes",
+    ),
+    Case(
+        "scratch-component-256",
+        put(f"{ST}.local_scratch", "/raid/" + "s" * 256),
+        f"{ST}.local_scratch",
+        "one has 256",
+    ),
+    # --- storage: sections and server groups of another type, rates, paths apart, on the shared file system
+    Case(
+        "nfs-section-on-lustre", put(f"{ST}.nfs", {"exports": []}), f"{ST}.nfs", OTHER_STORAGE, value="<a nfs section>"
+    ),
+    Case(
+        "beegfs-section-on-lustre", put(f"{ST}.beegfs", {}), f"{ST}.beegfs", OTHER_STORAGE, value="<a beegfs section>"
+    ),
+    Case(
+        "nvmeof-section-on-lustre", put(f"{ST}.nvmeof", {}), f"{ST}.nvmeof", OTHER_STORAGE, value="<a nvmeof section>"
+    ),
+    Case(
+        "lustre-section-on-nfs",
+        put(f"{ST}.lustre", {"fsname": "aifs"}),
+        f"{ST}.lustre",
+        "type nfs: gpucluster_storage.nfs",
+        "tier2",
+        "<a lustre section>",
+    ),
+    Case("nfs-server-on-lustre", add_host("nfs01", "nfs_server"), "groups.nfs_server", OTHER_GROUP, value=["nfs01"]),
+    Case(
+        "beegfs-meta-on-lustre", add_host("meta01", "beegfs_meta"), "groups.beegfs_meta", OTHER_GROUP, value=["meta01"]
+    ),
+    Case(
+        "lustre-oss-on-nfs",
+        add_host("oss09", "lustre_oss"),
+        "groups.lustre_oss",
+        "nfs_server",
+        "tier2",
+        value=["oss09"],
+    ),
+    Case("oss-also-compute", add_host("oss01", "compute"), "groups.lustre_oss", "no compute node", value=["oss01"]),
+    Case("mds-also-compute", add_host("mds01", "compute"), "groups.lustre_mds", "no compute node", value=["mds01"]),
+    r2("rated-write-zero", f"{ST}.rated_write_gbps", 0, RATE),
+    r2("rated-read-zero", f"{ST}.rated_read_gbps", 0, RATE),
+    r2("rated-write-1e30", f"{ST}.rated_write_gbps", 1e30, "at most 1000000"),
+    Case(
+        "rated-write-negative-override",
+        both(put(f"{ST}.rated_write_gbps", -5), put("gpucluster_workload.allow_storage_below_need", True)),
+        f"{ST}.rated_write_gbps",
+        "never the rate below zero",
+        value=-5,
+    ),
+    r2("home-is-checkpoints", f"{ST}.paths.home", "/lustre/aifs/checkpoints", APART, field=f"{ST}.paths.checkpoints"),
+    r2("datasets-inside-home", f"{ST}.paths.datasets", "/lustre/aifs/home/data", APART),
+    r2("checkpoints-inside-datasets", f"{ST}.paths.checkpoints", "/lustre/aifs/datasets/ckpt", APART),
+    Case("stripe-1e30", layout(stripe_size=10**30), f"{LU}.layouts.checkpoints[0].stripe_size", STRIPE, value=10**30),
+    Case("stripe-8gib", layout(stripe_size=8 * 2**30), f"{LU}.layouts.checkpoints[0].stripe_size", STRIPE),
+    Case("stripe-count-5000", layout(stripe_count=5000), f"{LU}.layouts.checkpoints[0].stripe_count", "1 to 2000"),
+    Case("stripe-count-zero", layout(stripe_count=0), f"{LU}.layouts.checkpoints[0].stripe_count", "-1 (every OST)"),
+    # --- Slurm: the shared state mounted read-write; QOS preemption without a cycle
+    r2("state-mount-ro", f"{SL}.state_save_mount.options", "ro,hard", "read-write mount options", "tier4"),
+    r2("state-mount-ro-last", f"{SL}.state_save_mount.options", "hard,vers=4.2,ro", "slurmctld writes", "tier4"),
+    Case(
+        "qos-two-cycle",
+        qos({"name": "preemptible", "preempt": ["normal"]}),
+        f"{SL}.qos[preemptible].preempt",
+        "normal preempts preemptible preempts normal",
+        value=["normal"],
+    ),
+    Case(
+        "qos-three-cycle",
+        qos({"name": "a", "preempt": ["b"]}, {"name": "b", "preempt": ["c"]}, {"name": "c", "preempt": ["a"]}),
+        f"{SL}.qos[a].preempt",
+        "a preempts b preempts c preempts a",
+        value=["b"],
+    ),
+    Case(
+        "qos-two-custom",
+        qos({"name": "urgent", "preempt": ["batch"]}, {"name": "batch", "preempt": ["urgent"]}),
+        f"{SL}.qos[batch].preempt",
+        CYCLE,
+        value=["urgent"],
+    ),
+    # --- facility: the voltage checked before power.py divides by it, named itself
+    r2("voltage-zero", "gpucluster_facility.circuit_voltage_v", 0, VOLT),
+    r2("voltage-negative", "gpucluster_facility.circuit_voltage_v", -400, VOLT),
+    r2("voltage-20kv", "gpucluster_facility.circuit_voltage_v", 20000, "at most 1000"),
+    r2("breaker-zero", "gpucluster_facility.breaker_amps", 0, "a breaker rating in A above 0"),
+    # --- fabric: a section of another fabric, a NIC slower than the fabric, first_offset named
+    Case(
+        "roce-block-on-ib", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "here infiniband", value="<a roce section>"
+    ),
+    Case(
+        "roce-block-on-tcp",
+        both(put(f"{FAB}.type", "tcp"), put(f"{FAB}.roce", {"dscp": 26})),
+        f"{FAB}.roce",
+        "here tcp",
+        value="<a roce section>",
+    ),
+    Case(
+        "roce-block-on-none", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "here none", "tier1", "<a roce section>"
+    ),
+    r2("nic-slower-than-fabric", f"{NODE}.nics[0].rate_gbps", 200, "at least the fabric's link rate"),
+    r2("fabric-first-offset-past-rail", f"{NET}.fabric.first_offset", 300, "inside one rail (a /24: rail_prefix)"),
+    r2("mgmt-first-offset-past-net", f"{NET}.management.first_offset", 256, "inside the network (a /24)"),
+    r2("bmc-first-offset-zero", f"{NET}.bmc.first_offset", 0, "1 to 253"),
+    # --- node: an SXM board as bought, the GPU count named when more NICs are listed
+    Case("sxm-six-consistent", gpus(6), f"{NODE}.gpus_per_node", SXM, value=6),
+    Case("sxm-five-consistent", gpus(5), f"{NODE}.gpus_per_node", SXM, value=5),
+    Case("sxm-four-eight-nics", gpus(4, nics=8), f"{NODE}.gpus_per_node", "8 compute NICs are listed", value=4),
+    Case("gpus-six-of-eight", put(f"{NODE}.gpus_per_node", 6), f"{NODE}.gpus_per_node", SXM, value=6),
+    # --- names: the cluster's in every object it names, localhost, reserved namespaces
+    r2("name-ends-dash", "gpucluster_cluster.name", "tier3-", NAME_END),
+    r2("name-ends-dot", "gpucluster_cluster.name", "tier3.", NAME_END),
+    r2("k8s-name-dash", "gpucluster_cluster.name", "tier4-", NAME_END, K8),
+    r2("k8s-name-upper", "gpucluster_cluster.name", "Tier4", DNS, K8),
+    r2("k8s-name-underscore", "gpucluster_cluster.name", "tier_4", DNS, K8),
+    Case("localhost-compute", add_host("localhost", "compute"), "groups.compute", LOCAL, value="localhost"),
+    Case("localhost-head", add_host("localhost", "head"), "groups.head", LOCAL, value="localhost"),
+    r2("team-gpu-operator", f"{TEN}[0].name", "gpu-operator", NAMESPACE, K8),
+    r2("team-kueue-system", f"{TEN}[0].name", "kueue-system", NAMESPACE, K8),
+    r2("team-kuberay", f"{TEN}[0].name", "kuberay-operator", NAMESPACE, K8),
+    r2("team-network-operator", f"{TEN}[0].name", "nvidia-network-operator", NAMESPACE, K8),
+    r2("team-monitoring", f"{TEN}[0].name", "monitoring", NAMESPACE, K8),
+    # --- a credential NAME shaped like a secret: refused, never echoed
+    Case(
+        "credential-github-token",
+        put("gpucluster_containers.registries[0].credential", GITHUB_TOKEN),
+        "gpucluster_containers.registries[0].credential",
+        "looks like a secret",
+        value=HIDDEN,
+    ),
+    Case(
+        "credential-aws-key",
+        put("gpucluster_containers.registries[0].credential", AWS_KEY),
+        "gpucluster_containers.registries[0].credential",
+        "looks like a secret",
+        value=HIDDEN,
+    ),
+]
+CASES += ROUND3
+
+
 def test_the_table_is_large_and_unique() -> None:
     assert len(CASES) >= 80
     assert len({c.id for c in CASES}) == len(CASES)
     assert len(ROUND2) >= 60 and all(c.value is not NO_VALUE for c in ROUND2)
+    assert len(ROUND3) >= 60
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

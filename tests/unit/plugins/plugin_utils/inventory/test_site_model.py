@@ -68,6 +68,9 @@ def test_an_unset_link_rate_is_the_first_compute_nics_then_4x_ndr() -> None:
 def test_the_fabric_fields_the_site_sets_win(rate: int, topology: str) -> None:
     raw, groups = _inventory("tier4")
     raw["gpucluster_fabric"] = {**raw["gpucluster_fabric"], "link_rate_gbps": rate, "topology": topology}
+    for nic in raw["gpucluster_node"]["nics"]:  # a compute NIC is no slower than the fabric (inventory/rules.py)
+        if nic.get("purpose") == "compute":
+            nic["rate_gbps"] = max(rate, nic.get("rate_gbps") or 0)
     f = load_site(raw, groups).fabric_model
     assert (f.link_rate_gbps, f.topology, f.type) == (rate, topology, raw["gpucluster_fabric"]["type"])
     assert (f.infiniband, f.roce) == (raw["gpucluster_fabric"].get("infiniband"), None)
