@@ -63,10 +63,16 @@ def other_os(lab: Path) -> Any:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     try:
-        state = subprocess.run(
-            ["podman", "exec", name, "systemctl", "is-system-running", "--wait"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        # systemctl answers only once PID 1 has opened its socket: ask again until it does
+        deadline = time.monotonic() + 120
+        while True:
+            state = subprocess.run(
+                ["podman", "exec", name, "systemctl", "is-system-running", "--wait"],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            if state.stdout.strip() in ("running", "degraded") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert state.stdout.strip() in ("running", "degraded"), state
         yield name
     finally:
