@@ -86,4 +86,4 @@ def test_a_bad_value_is_printed_once_without_the_censored_line(tmp_path: Path) -
     lines = [line for line in run.stdout.splitlines() if error in line]
     assert [line.split(":", 1)[0] for line in lines] == ["[ERROR]", "fatal"], lines
     assert "the output has been hidden" not in run.stdout and "Show why there is no plan" not in run.stdout
-    assert len(run.stdout.split("TASK [Compute or load the plan")[1].split("PLAY RECAP")[0].splitlines()) <= 12
+    assert len(run.stdout.split("TASK [Compute the cluster plan")[1].split("PLAY RECAP")[0].splitlines()) <= 12
