@@ -417,6 +417,8 @@ def node_gres(nodes_expr: str, mig: dict[str, Any] | None, whole_type: str, gpus
 #: plan's part it checks them against; gres.conf includes the first
 GRES_MIG_CONF = "/etc/slurm/gres-mig.conf"
 GRES_MIG_JSON = "/etc/slurm/gres-mig.json"
+#: the program that writes them (roles/slurm/files/gpucluster-mig-gres), run by slurmd's drop-in
+GRES_MIG_PROGRAM = "/usr/local/sbin/gpucluster-mig-gres"
 #: why the MIG nodes' gres.conf lines are written on the node, with explicit files (the plan's words, report.md)
 GRES_MIG_REASON = (
     "a MIG device's files are its GPU's /dev/nvidiaN and the /dev/nvidia-caps/nvidia-capN of its GPU instance "
@@ -462,6 +464,7 @@ def gres_mig(mig: dict[str, Any] | None, whole_type: str) -> dict[str, Any]:
     hosts = mig_hosts(mig)
     return {
         "hosts": hosts,
+        "program": GRES_MIG_PROGRAM if hosts else None,
         "conf": GRES_MIG_CONF if hosts else None,
         "config_file": GRES_MIG_JSON if hosts else None,
         "nodes": {h: {"node": h, "whole_type": whole_type, "gpus": planned_devices(mig, h)} for h in hosts},

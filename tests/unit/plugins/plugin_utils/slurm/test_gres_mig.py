@@ -133,7 +133,14 @@ def test_the_mig_example_plans_each_nodes_devices_and_includes_their_lines(mig_p
 
 def test_a_plan_without_mig_has_no_mig_part() -> None:
     plan = cluster_plan(*load_inventory("tier3"))
-    assert plan["slurm"]["gres_mig"] == {"hosts": [], "conf": None, "config_file": None, "nodes": {}, "reason": None}
+    assert plan["slurm"]["gres_mig"] == {
+        "hosts": [],
+        "program": None,
+        "conf": None,
+        "config_file": None,
+        "nodes": {},
+        "reason": None,
+    }
     assert not any("Include" in line or "AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
     assert not any(f["src"] == "gpucluster-mig-gres" for f in plan["files"]["compute01"])
 
@@ -201,17 +208,14 @@ def test_the_program_writes_the_file_and_fails_with_the_difference(
 
 def test_the_role_installs_the_program_with_slurmd_s_drop_in(mig_plan: dict[str, Any]) -> None:
     files = {f["src"]: f for f in mig_plan["files"]["compute01"] if f["role"] == "slurm"}
-    assert files["gpucluster-mig-gres"]["dest"] == "/usr/local/sbin/gpucluster-mig-gres"
+    assert files["gpucluster-mig-gres"]["dest"] == mig_plan["slurm"]["gres_mig"]["program"] == mig.GRES_MIG_PROGRAM
     assert files["gres-mig.json.j2"]["dest"] == mig.GRES_MIG_JSON
     assert not any(f["src"] == "gpucluster-mig-gres" for f in mig_plan["files"]["head01"])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "roles" / "slurm" / "templates")))
     env.filters["to_nice_json"] = lambda v, sort_keys=True: json.dumps(v, indent=4, sort_keys=sort_keys)
     drop_in = env.get_template("slurmd-mig-gres.conf.j2").render(gpucluster_host_plan=mig_plan)
     assert "After=gpucluster-mig.service" in drop_in
-    assert (
-        f"ExecStartPre=/usr/local/sbin/gpucluster-mig-gres --config {mig.GRES_MIG_JSON} --out {mig.GRES_MIG_CONF}"
-        in drop_in
-    )
+    assert f"ExecStartPre={mig.GRES_MIG_PROGRAM} --config {mig.GRES_MIG_JSON} --out {mig.GRES_MIG_CONF}" in drop_in
     part = env.get_template("gres-mig.json.j2").render(gpucluster_host_plan=mig_plan, inventory_hostname="compute02")
     assert json.loads(part) == mig_plan["slurm"]["gres_mig"]["nodes"]["compute02"]
     # the slurm role writes both itself (a change restarts slurmd under a drain), no NVML plugin package
