@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,6 +24,8 @@ import jinja2
 import pytest
 import yaml
 from conftest import ROOT, cluster_plan, load_inventory
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
 
@@ -222,3 +225,36 @@ def test_the_role_installs_the_program_with_slurmd_s_drop_in(mig_plan: dict[str,
     tasks = (ROOT / "roles" / "slurm" / "tasks" / "main.yml").read_text()
     assert "'gres-mig.json.j2'" in tasks and "'slurmd-mig-gres.conf.j2'" in tasks
     assert "nvml" not in yaml.safe_dump(yaml.safe_load((ROOT / "roles" / "slurm" / "vars" / "main.yml").read_text()))
+
+
+PROFILES = ["1g.10gb", "2g.20gb", "3g.40gb"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layout=st.dictionaries(
+        st.integers(0, 7), st.lists(st.sampled_from(PROFILES), min_size=1, max_size=7), min_size=1, max_size=8
+    ),
+    data=st.data(),
+)
+def test_any_layout_gets_one_line_per_device_and_no_capability_twice(layout: dict[int, list[str]], data: Any) -> None:
+    """Whatever GPU instance IDs the driver assigns (distinct per GPU), every planned MIG device gets one
+    line with its GPU's file and capability files no other line names, and each other GPU a File= line."""
+    gpus = {str(g): dict(sorted(Counter(names).items())) for g, names in layout.items()}
+    config = {"node": "n1", "whole_type": "h100", "gpus": gpus}
+    rows = []
+    for g, names in sorted(layout.items()):
+        ids = data.draw(st.lists(st.integers(0, 14), min_size=len(names), max_size=len(names), unique=True))
+        rows += [(g, gi, name, data.draw(st.integers(0, 7))) for gi, name in zip(ids, names, strict=True)]
+    lines, problems = prog.gres_lines(
+        config, prog.parse_lci(lci(rows)), prog.parse_minors(mig_minors()), list(range(8))
+    )
+    assert problems == []
+    mig_lines = [line for line in lines if "MultipleFiles=" in line]
+    assert len(mig_lines) == len(rows)
+    caps = [f for line in mig_lines for f in line.split("MultipleFiles=")[1].split(",")[1:]]
+    assert len(caps) == len(set(caps)) == 2 * len(rows)
+    assert Counter(line.split("Type=")[1].split()[0] for line in mig_lines) == Counter(r[2] for r in rows)
+    assert [line for line in lines if " File=" in line] == [
+        f"NodeName=n1 Name=gpu Type=h100 File=/dev/nvidia{g}" for g in range(8) if g not in layout
+    ]
