@@ -93,7 +93,9 @@ def _node_line(n: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def example() -> dict[str, Any]:
+def example(plan: dict[str, Any]) -> dict[str, Any]:
+    if plan["cluster"]["name"] != "tier2":
+        pytest.skip("the MIG example is a tier2 site: checked in the tier2 lab")
     return _example_plan()
 
 
@@ -101,8 +103,6 @@ def example() -> dict[str, Any]:
 def test_the_mig_examples_config_starts_slurmd(
     hosts: dict[str, Any], plan: dict[str, Any], example: dict[str, Any], node: str
 ) -> None:
-    if plan["cluster"]["name"] != "tier2":
-        pytest.skip("the MIG example is a tier2 site: checked in the tier2 lab")
     assert node in example["slurm"]["gres_mig"]["hosts"] and node in plan["hosts"], node
     host = hosts[node]
     count = example["cluster"]["gpus_per_node"]
