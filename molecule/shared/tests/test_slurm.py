@@ -96,26 +96,22 @@ def test_two_small_gpu_jobs_share_a_node(hosts: dict[str, Any], plan: dict[str, 
         assert int(cpus) == plan["slurm"]["def_cpu_per_gpu"], (job, out)
 
 
-#: Debian 12's Slurm plugin folder: slurm-wlm-basic-plugins has the GRES GPU plugin (gres_gpu.so) but not the
-#: NVML one gres.conf ``AutoDetect=nvml`` loads (gpu_nvml.so: slurm-wlm-nvml-plugin, contrib; sources.md [G9])
-SLURM_PLUGINS = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
-
-
-def test_the_nvml_plugin_only_where_gres_conf_autodetects(hosts: dict[str, Any], plan: dict[str, Any]) -> None:
-    """Issue 43: a MIG node's gres.conf autodetects (no GPU in the lab: no tier plans MIG, so this checks the
-    Debian packages behind the choice and that no other node gets the plugin); a MIG node runs slurmd with it."""
-    nvml = plan["slurm"].get("gres_nvml") or {"hosts": []}
+def test_gres_conf_includes_the_nodes_mig_lines_only_where_mig_is_planned(
+    hosts: dict[str, Any], plan: dict[str, Any]
+) -> None:
+    """Issue 43: a MIG site's gres.conf includes the lines each node writes from its driver before slurmd
+    starts (gpucluster-mig-gres; compute/mig.py), never AutoDetect=nvml, and no node gets Debian's NVML
+    plugin (contrib, pinned to a slurmd version the mirror does not carry). The lab plans no MIG: the MIG
+    example's configuration is started in test_mig_slurmd.py."""
+    mig = plan["slurm"]["gres_mig"]
     for name in hosts_with(plan, "compute"):
-        host, autodetect = hosts[name], name in nvml["hosts"]
-        out = host.check_output(
-            f"dpkg-query -W -f='${{Status}}' slurm-wlm-nvml-plugin 2>/dev/null; echo; "
-            f"ls {SLURM_PLUGINS}/gres_gpu.so {SLURM_PLUGINS}/gpu_nvml.so 2>/dev/null; "
-            "grep -c 'AutoDetect=nvml' /etc/slurm/gres.conf || true"
+        out = hosts[name].check_output(
+            "dpkg-query -W -f='${Status}' slurm-wlm-nvml-plugin 2>/dev/null; echo; "
+            "grep -c -e 'AutoDetect=nvml' /etc/slurm/gres.conf || true; "
+            "grep -c -e '^Include ' /etc/slurm/gres.conf || true; "
+            "test -e /etc/systemd/system/slurmd.service.d/gpucluster-mig-gres.conf && echo drop-in || echo none"
         )
-        status, *rest = out.splitlines()
-        assert ("install ok installed" in status) == autodetect, (name, status)
-        assert f"{SLURM_PLUGINS}/gres_gpu.so" in rest, name
-        assert (f"{SLURM_PLUGINS}/gpu_nvml.so" in rest) == autodetect, (name, rest)
-        assert rest[-1] == ("1" if nvml["hosts"] else "0"), (name, rest)
-        if autodetect:
-            assert host.service("slurmd").is_running, name
+        status, nvml, include, drop_in = out.splitlines()
+        assert "install ok installed" not in status, name
+        assert nvml == "0", name
+        assert (include, drop_in) == (("1", "drop-in") if mig["hosts"] else ("0", "none")), (name, out)

@@ -23,11 +23,14 @@ The plan (``plan["gpu"]["mig"]``, None without a policy) gives:
   file is rendered from it by :func:`mig_parted_config` (filter ``gpucluster.tiers.mig_parted_config``,
   and the Kubernetes path's ConfigMap), which names every order itself: a plan read back from
   plan.json (keys sorted) renders the same bytes;
-- Slurm: ``AutoDetect=nvml`` in gres.conf for the MIG nodes and ``Gres=gpu:<profile>:<n>`` in their
-  node lines, the profile name being a substring of the "MIG Profile" slurmd reports (docs/sources.md
-  [G7]); Slurm does not partition GPUs itself, so the layout is applied before slurmd starts. Autodetect,
-  not ``MultipleFiles=`` lines, because the MIG device files follow instance IDs the driver assigns at
-  creation (:data:`NVML_REASON`); the slurm role installs Debian's NVML plugin on those nodes (``gres_nvml``);
+- Slurm: ``Gres=gpu:<profile>:<n>`` in the MIG nodes' slurm.conf lines, the profile name being a substring
+  of the "MIG Profile" Slurm names a MIG device by (docs/sources.md [G7]); Slurm does not partition GPUs
+  itself, so the layout is applied before slurmd starts. gres.conf includes ``/etc/slurm/gres-mig.conf``,
+  which the node writes before every slurmd start from its driver (slurm role, gpucluster-mig-gres):
+  ``MultipleFiles=`` lines, one per MIG device (gres.conf(5) of Slurm 22.05), checked against the
+  planned layout (:func:`gres_mig`). Not ``MultipleFiles=`` lines from the plan, because the MIG device
+  files follow instance IDs the driver assigns at creation; not ``AutoDetect=nvml``, because Debian 12's
+  NVML plugin cannot be installed at slurmd's version (:data:`GRES_MIG_REASON`);
 - Slurm accounting in MIG-slice units (``billing_weights``): Slurm counts every MIG device as one
   ``gres/gpu``, so by default a 1g.10gb slice would cost the fair share of a whole H100. A job is billed
   its compute slices instead (1g = 1, 3g = 3, a whole GPU = the model's 7; or a site-set weight per
@@ -410,36 +413,62 @@ def node_gres(nodes_expr: str, mig: dict[str, Any] | None, whole_type: str, gpus
     return [(hostlist.compress(hosts), gres) for gres, hosts in groups.items()]
 
 
-#: Debian 12's package of Slurm's gpu/nvml plugin (gpu_nvml.so), which ``AutoDetect=nvml`` loads: not in
-#: slurm-wlm-basic-plugins (main) but built from slurm-wlm-contrib in contrib, since it links NVIDIA's
-#: non-free NVML (``apt-cache show slurm-wlm-nvml-plugin``, bookworm contrib: Depends ``libnvidia-ml1 (>= 450)
-#: | libnvidia-ml.so.1 (>= 450)``, ``slurm-wlm-basic-plugins (= <its own version>)``; docs/sources.md [G9])
-NVML_PLUGIN_PACKAGES = ("slurm-wlm-nvml-plugin",)
-#: why the MIG nodes' gres.conf autodetects rather than lists device files (the plan's words, report.md)
-NVML_REASON = (
+#: where the MIG nodes' gres.conf lines are written on the node (gpucluster-mig-gres, slurm role) and the
+#: plan's part it checks them against; gres.conf includes the first
+GRES_MIG_CONF = "/etc/slurm/gres-mig.conf"
+GRES_MIG_JSON = "/etc/slurm/gres-mig.json"
+#: the program that writes them (roles/slurm/files/gpucluster-mig-gres), run by slurmd's drop-in
+GRES_MIG_PROGRAM = "/usr/local/sbin/gpucluster-mig-gres"
+#: why the MIG nodes' gres.conf lines are written on the node, with explicit files (the plan's words, report.md)
+GRES_MIG_REASON = (
     "a MIG device's files are its GPU's /dev/nvidiaN and the /dev/nvidia-caps/nvidia-capN of its GPU instance "
     "and compute instance, whose numbers follow the instance IDs the driver assigns when nvidia-mig-parted "
-    "creates them (/proc/driver/nvidia-caps/mig-minors): the plan cannot know them, so File=/MultipleFiles= "
-    "lines from the plan could name the wrong slice; NVML reads them from the driver when slurmd starts, "
-    "Slurm's documented way for MIG ([G7]). slurmd loads gpu_nvml.so from slurm-wlm-nvml-plugin (Debian "
-    "contrib, needs NVIDIA's libnvidia-ml.so.1), installed at slurmd's own version on these nodes only"
+    "creates them (/proc/driver/nvidia-caps/mig-minors, [G9]): the plan cannot list them, the node can once "
+    "its layout is applied. gpucluster-mig-gres reads them (nvidia-smi mig -lci, mig-minors, nvidia-smi -q) "
+    "before every slurmd start and writes MultipleFiles= lines, the files Slurm's NVML plugin would give the "
+    "same device ([G7]); slurmd refuses to start when the driver's instances are not the planned layout. Not "
+    "AutoDetect=nvml: Debian 12 ships its gpu_nvml.so in contrib's slurm-wlm-nvml-plugin, which depends on "
+    "slurm-wlm-basic-plugins at exactly its own version and lags slurmd's security updates (contrib "
+    "22.05.8-4+deb12u2, slurmd 22.05.8-4+deb12u3): it cannot be installed without downgrading slurmd ([G9])"
 )
 
 
 def gres_conf_lines(mig: dict[str, Any] | None) -> list[str]:
-    """gres.conf for the MIG nodes: NVML detects the MIG devices and their device files ([G7]); why not
-    explicit ``File=``/``MultipleFiles=`` lines: :data:`NVML_REASON`."""
-    hosts = mig_hosts(mig)
-    return [f"NodeName={hostlist.compress(hosts)} AutoDetect=nvml"] if hosts else []
+    """gres.conf on a MIG site: ``Include`` of the lines each node writes from its driver's MIG devices
+    (:data:`GRES_MIG_CONF`; why: :data:`GRES_MIG_REASON`). Every compute node has the file (no line where
+    the node has no MIG layout)."""
+    return [f"Include {GRES_MIG_CONF}"] if mig_hosts(mig) else []
 
 
-def gres_nvml(mig: dict[str, Any] | None) -> dict[str, Any]:
-    """The nodes whose gres.conf says ``AutoDetect=nvml`` and the packages slurmd needs there (slurm role)."""
+def planned_devices(mig: Mapping[str, Any] | None, host: str) -> dict[str, dict[str, int]]:
+    """{GPU index (a string, as in JSON): {profile: MIG devices}} of ``host``'s layout; {} without one."""
+    name = ((mig or {}).get("host_config") or {}).get(host, DISABLED)
+    config = ((mig or {}).get("configs") or {}).get(name) or {}
+    gpus: dict[str, dict[str, int]] = {}
+    for entry in config.get("devices") or []:
+        if not entry.get("mig-enabled"):
+            continue
+        indexes = (
+            range(int(config["mig_gpus"]) + int(config["whole_gpus"]))
+            if entry["devices"] == "all"
+            else entry["devices"]
+        )
+        for index in indexes:
+            gpus[str(index)] = {str(p): int(n) for p, n in sorted(entry["mig-devices"].items())}
+    return gpus
+
+
+def gres_mig(mig: dict[str, Any] | None, whole_type: str) -> dict[str, Any]:
+    """The slurm role's part of the MIG nodes' gres.conf: per MIG node what gpucluster-mig-gres checks the
+    driver against (its JSON file), the files, and the reason (:data:`GRES_MIG_REASON`)."""
     hosts = mig_hosts(mig)
     return {
         "hosts": hosts,
-        "packages": list(NVML_PLUGIN_PACKAGES) if hosts else [],
-        "reason": NVML_REASON if hosts else None,
+        "program": GRES_MIG_PROGRAM if hosts else None,
+        "conf": GRES_MIG_CONF if hosts else None,
+        "config_file": GRES_MIG_JSON if hosts else None,
+        "nodes": {h: {"node": h, "whole_type": whole_type, "gpus": planned_devices(mig, h)} for h in hosts},
+        "reason": GRES_MIG_REASON if hosts else None,
     }
 
 

@@ -534,7 +534,11 @@ def _mig_section(plan: dict[str, Any]) -> dict[str, Any] | None:
         for i, e in enumerate(mig["entries"])
     ]
     rows += [
-        [f"Slurm {name}", c["gres"], f"{c['hosts']}: AutoDetect=nvml in gres.conf"]
+        [
+            f"Slurm {name}",
+            c["gres"],
+            f"{c['hosts']}: MultipleFiles= lines written by the node from its driver (gres.conf Include)",
+        ]
         for name, c in mig["configs"].items()
     ]
     rows.append(["mig-parted config", mig["config_file"], "gpucluster-mig.service applies the node's config at boot"])

@@ -96,7 +96,8 @@ def _gres_lines(site: Site, nodes_expr: str, with_cores: bool) -> list[str]:
 
 
 def _gres_conf(site: Site, plan: dict[str, Any], with_cores: bool) -> list[str]:
-    """gres.conf: NVML detects the MIG nodes' devices (compute/mig.py); explicit File= lines for the rest."""
+    """gres.conf: the MIG nodes' lines included from the file each writes from its driver (compute/mig.py);
+    explicit File= lines for the rest."""
     layout = plan["gpu"].get("mig")
     plain = mig.without_mig(site.compute_hosts, layout)
     return mig.gres_conf_lines(layout) + (_gres_lines(site, hostlist.compress(plain), with_cores) if plain else [])
@@ -224,8 +225,8 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         **per_gpu,
         "gres": f"gpu:{gtype}:{node.gpus_per_node}",
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
-        # the nodes whose gres.conf autodetects (MIG) and the NVML plugin package slurmd needs there
-        "gres_nvml": mig.gres_nvml(plan["gpu"].get("mig")),
+        # the MIG nodes: what gpucluster-mig-gres checks their driver's MIG devices against (compute/mig.py)
+        "gres_mig": mig.gres_mig(plan["gpu"].get("mig"), gtype),
         "partitions": partitions,
         "plugins": plugins,
         "tenancy": {k: v for k, v in tenants.items() if k != "prolog_flags"},

@@ -70,6 +70,8 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-oci-run": plan["containers"]["oci"]["wrapper"],
         "gpucluster-slurm-metrics": plan["monitoring"]["slurm_queue"]["program"],
         "gpucluster-web-auth": plan["monitoring"]["auth"]["program"],
+        # a MIG site's compute nodes: their gres.conf lines from the driver (compute/mig.py)
+        "gpucluster-mig-gres": cluster_plan(*load_inventory("examples/tier2-mig"))["slurm"]["gres_mig"]["program"],
         # tier4's controllers have a backup: the takeover hook
         "gpucluster-slurmctld-primary-on": cluster_plan(*load_inventory("tier4"))["slurm"]["ha"]["primary_on"][
             "program"

@@ -315,14 +315,14 @@ def test_any_layout_renders_the_same_bytes_from_plan_json(uses: list[tuple[int, 
     assert all(m["host_config"][h] in configs for h in hosts)
 
 
-def test_slurm_gets_mig_types_per_node_and_nvml_detection() -> None:
+def test_slurm_gets_mig_types_per_node_and_the_nodes_gres_lines() -> None:
     plan = _tier2(POLICY)
     lines = {n["nodes"]: n["gres"] for n in plan["slurm"]["nodes"]}
     assert lines == {
         "compute01": "gpu:1g.10gb:16,gpu:2g.20gb:8,gpu:3g.40gb:8",
         "compute02": "gpu:1g.10gb:28,gpu:h100:4",
     }
-    assert plan["slurm"]["gres_conf_lines"] == ["NodeName=compute[01-02] AutoDetect=nvml"]
+    assert plan["slurm"]["gres_conf_lines"] == ["Include /etc/slurm/gres-mig.conf"]
     # accounting counts every GPU (gres/gpu) and each planned MIG profile and the whole GPUs by name
     assert (
         plan["slurm"]["accounting_tres"] == "gres/gpu,gres/gpu:1g.10gb,gres/gpu:2g.20gb,gres/gpu:3g.40gb,gres/gpu:h100"
@@ -374,7 +374,7 @@ def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:
     lines = {n["nodes"]: n["gres"] for n in plan["slurm"]["nodes"]}
     assert lines == {"compute01": "gpu:h100:8", "compute02": "gpu:7g.80gb:8"}
     gres = plan["slurm"]["gres_conf_lines"]
-    assert gres[0] == "NodeName=compute02 AutoDetect=nvml"
+    assert gres[0] == "Include /etc/slurm/gres-mig.conf"
     assert all(line.startswith("NodeName=compute01 Name=gpu Type=h100 File=/dev/nvidia") for line in gres[1:])
 
 
