@@ -144,3 +144,34 @@ def test_a_host_list_is_capped_in_total_not_only_per_bracket(expr: str) -> None:
         hostlist.expand(expr)
     assert f"more than {hostlist.MAX_HOSTS} hosts" in str(caught.value)
     assert len(str(caught.value)) < 600, "the expression is shown cut"
+
+
+class _RawHostVars:
+    """What the plan play's inventory check uses of ansible's HostVars: raw_get(host)."""
+
+    def __init__(self, data: dict[str, dict[str, Any]]) -> None:
+        self.data = data
+
+    def raw_get(self, host: str) -> dict[str, Any]:
+        return self.data.get(host, {})
+
+
+def test_a_runs_own_results_are_not_inventory_data() -> None:
+    """The registered plan (a Grafana legend ``{{state}}`` in it) and the run's facts are left alone; the same
+    text in a site variable is refused."""
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import _check_raw_inventory
+
+    legend = {"monitoring": {"legend": "{{state}}"}}
+    own = {"gpucluster_plan": legend, "gpucluster_host_plan": legend, "gpucluster_gpus": [{"name": "{{x}}"}]}
+    _check_raw_inventory(
+        _RawHostVars({"localhost": own, "dgx01": own}), ["localhost", "dgx01"], "localhost", frozenset()
+    )
+    with pytest.raises(AnsibleFilterError, match=r"gpucluster_monitoring\.legend"):
+        _check_raw_inventory(
+            _RawHostVars({"localhost": {"gpucluster_monitoring": {"legend": "{{state}}"}}}),
+            ["localhost"],
+            "localhost",
+            frozenset(),
+        )
