@@ -4,7 +4,8 @@ For each size, tier4's inventory grown to N compute nodes (tools/bench/bench_pla
 is WRITTEN as a real inventory (hosts.yml + group_vars/all/*.yml) in a temporary folder, and two
 playbooks run against it with ansible-playbook, contacting no host (connection local):
 
-- ``plan``: site.yml's first play (playbooks/tasks/plan.yml on localhost);
+- ``plan``: site.yml's first play as it is (playbooks/tasks/plan.yml, run once on the controller for
+  ``localhost:all``, so the registered plan reaches every host of the play as one shared object);
 - ``hand-over``: the same, then one play over every host that reads the host's ``gpucluster_host_plan``
   exactly as site.yml defines it (the play variable is copied from playbooks/site.yml) and records
   the JSON bytes unique to the host (host_plan.view_sizes: the view without the shared tables),
@@ -85,13 +86,12 @@ def site_view_var() -> str:
 
 def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
     """(plan-stage playbook, hand-over playbook) in ``dest``, using ``tree``'s tasks/plan.yml."""
-    plan_play = {
-        "name": "Plan the cluster on the controller",
-        "hosts": "localhost",
-        "connection": "local",
-        "gather_facts": False,
-        "tasks": [{"name": "Compute the plan", "ansible.builtin.import_tasks": str(tree / "playbooks/tasks/plan.yml")}],
-    }
+    # site.yml's own plan play (hosts, run_once, delegate_to), its tasks file taken from ``tree``
+    plan_play = yaml.safe_load((tree / "playbooks" / "site.yml").read_text())[0]
+    plan_play["connection"] = "local"
+    for task in plan_play["tasks"]:
+        if "ansible.builtin.import_tasks" in task:
+            task["ansible.builtin.import_tasks"] = str(tree / "playbooks/tasks/plan.yml")
     views: dict[str, Any] = {
         "name": "Every host reads its slice of the plan",
         "hosts": "all",
