@@ -200,7 +200,6 @@ def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: 
     (``{{ lookup('pipe', ...) }}``) stops the run here, unevaluated (docs/security.md, "Inventory trust")."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import trust
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import RUNTIME_NAMES
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import RUN_PREFIXES
 
     def fail(exc: PlanError, values: Mapping[str, Any]) -> AnsibleFilterError:
         return AnsibleFilterError(f"gpucluster.tiers.inventory_scope: {exc}{origin(exc.field, [values])}")
@@ -219,8 +218,8 @@ def _check_raw_inventory(source: Any, hosts: list[str], controller: str, extra: 
             name = str(name)
             if not name.startswith("gpucluster_") or name in extra or id(value) in checked:
                 continue
-            if name.startswith(RUN_PREFIXES) or name in RUNTIME_NAMES:
-                continue  # a run's own results (the registered plan, facts): not inventory data
+            if name in trust.RUN_RESULTS or name in RUNTIME_NAMES:
+                continue  # a run's own results (the registered plan, the roles' facts): not inventory data
             try:
                 trust.check_value(name, value)
             except PlanError as exc:

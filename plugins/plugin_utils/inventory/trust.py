@@ -45,6 +45,13 @@ MAX_LABEL = 63
 #: where the lab's settings may come from: lab/overlay/ and lab/overlay-<scenario>/ of this collection.
 LAB_VARIABLE = "gpucluster_lab"
 LAB_OVERLAY = re.compile(r"overlay(-[a-z0-9][a-z0-9-]*)?")
+#: what a run registers or sets itself before anything reads it (playbooks/tasks/plan.yml): a second import
+#: of the plan tasks in one run (molecule's verify, then validate.yml) finds them in hostvars, holding the
+#: plan's own text (a Grafana legend ``{{state}}``). Not checked; every other gpucluster_* value is, the run's
+#: switches too (gpucluster_plan_file, gpucluster_lock_*: read as variables, so templated).
+RUN_RESULTS = frozenset(
+    {"gpucluster_plan", "gpucluster_plan_sha256", "gpucluster_plan_rollout", "gpucluster_plan_known_tiers"}
+)
 
 
 def shown(text: str, keep: int = 40) -> str:

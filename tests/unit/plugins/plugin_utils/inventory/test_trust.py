@@ -164,13 +164,21 @@ def test_a_runs_own_results_are_not_inventory_data() -> None:
     from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import _check_raw_inventory
 
     legend = {"monitoring": {"legend": "{{state}}"}}
-    own = {"gpucluster_plan": legend, "gpucluster_host_plan": legend, "gpucluster_gpus": [{"name": "{{x}}"}]}
+    own = {"gpucluster_plan": legend, "gpucluster_plan_rollout": legend, "gpucluster_gpus": [{"name": "{{x}}"}]}
     _check_raw_inventory(
         _RawHostVars({"localhost": own, "dgx01": own}), ["localhost", "dgx01"], "localhost", frozenset()
     )
     with pytest.raises(AnsibleFilterError, match=r"gpucluster_monitoring\.legend"):
         _check_raw_inventory(
             _RawHostVars({"localhost": {"gpucluster_monitoring": {"legend": "{{state}}"}}}),
+            ["localhost"],
+            "localhost",
+            frozenset(),
+        )
+    # a run's switch read as a variable (so templated) stays checked
+    with pytest.raises(AnsibleFilterError, match=r"gpucluster_plan_file"):
+        _check_raw_inventory(
+            _RawHostVars({"localhost": {"gpucluster_plan_file": "{{ lookup('pipe', 'id') }}"}}),
             ["localhost"],
             "localhost",
             frozenset(),
