@@ -8,7 +8,8 @@ flow [L/min] = P [kW] / (c [kJ/(kg K)] x dT [K]) x 60, water c = 4.186 kJ/(kg K)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -16,6 +17,9 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_choice,
     check_range,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 WATER_KJ_PER_KG_K = 4.186
 WATER_KG_PER_L = 1.0
@@ -120,3 +124,16 @@ def dlc_thresholds(
             f"(Q = P / (c dT), c = {WATER_KJ_PER_KG_K} kJ/(kg K))"
         ],
     }
+
+
+def site_cooling(site: Site, pw: Mapping[str, Any]) -> dict[str, Any]:
+    """The DLC loop of the fullest rack, sized for the heat it makes at the APPLIED GPU power limit (``pw``:
+    plan.power)."""
+    fac = site.facility_model
+    return dlc_thresholds(
+        cooling=fac.cooling,
+        heat_load_kw=pw["rack_kw"],
+        delta_t_k=fac.coolant_delta_t_k,
+        ashrae_class=fac.ashrae_class,
+        liquid_fraction=fac.liquid_heat_fraction,
+    )

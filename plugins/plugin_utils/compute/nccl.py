@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import quoteattr
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import FABRIC_TYPES, RDMA_FABRICS
@@ -27,7 +27,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     PlanError,
     check_choice,
     check_range,
+    require,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import IntraNode
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 RAIL_TOPOLOGIES = ("rail_optimized", "fat_tree")
 LARGE_FABRIC_NODES = 256  # docs/sources.md §2.2: raise NCCL_IB_TIMEOUT to 22 on very large fabrics
@@ -334,4 +340,69 @@ def intra_node_transport(kind: str, gpu_key: str) -> dict[str, Any]:
             f"{gpu_key} has no NVLink: NCCL uses CUDA peer access over PCIe (P2P) up to the GPU distance it picks "
             f"from the topology, and host shared memory beyond it; {left} are debugging variables and left unset"
         ),
+    }
+
+
+def nccl_plan(site: Site, fab: Mapping[str, Any], link: IntraNode) -> dict[str, Any]:
+    """/etc/nccl.conf, and NCCL_TOPO_FILE only when the site opts in (gpucluster_node.nccl_topology: file).
+
+    On bare metal NCCL's detection from sysfs sees the real PCIe switches; a file replaces that PCI tree
+    (above), so the reference tiers write none. Inside a node NCCL needs no file: ``intra_node`` says what
+    it uses there (``link``: how the node's GPUs reach each other), and what the plan leaves to it.
+    """
+    intra = intra_node_transport(link.kind, site.node.gpu_model)
+    ftype = fab["type"]
+    choice = site.node.nccl_topology
+    if ftype == "none":
+        return {
+            "enabled": False,
+            "conf": {},
+            "topology": choice,
+            "topology_reason": "no multi-node fabric: no /etc/nccl.conf and no NCCL_TOPO_FILE",
+            "topology_tree": None,
+            "topo_file": None,
+            "intra_node": intra,
+        }
+    topo_file = NCCL_TOPO_FILE if choice == "file" else None
+    mgmt_if = site.management_interface
+    conf = nccl_conf(
+        fabric_type=ftype,
+        topology=fab["topology"],
+        compute_hcas=[n.name for n in site.node.compute_nics],
+        socket_ifname=mgmt_if,
+        nodes=len(site.compute_hosts),
+        roce=fab["roce"],
+        ib_service_level=(fab["infiniband"] or {}).get("service_level"),
+        topo_file=topo_file,
+    )
+    if fab["roce"]:
+        # the ToS the hosts' RoCE setup uses (fabric_host.roce_settings): one value, never two
+        conf["NCCL_IB_TC"] = str(fab["roce"]["traffic_class"])
+    tree = None
+    if topo_file:
+        require(
+            ftype in RDMA_FABRICS,
+            "gpucluster_node.nccl_topology",
+            choice,
+            "detect when gpucluster_fabric.type is tcp (the file places RDMA NICs)",
+        )
+        tree = nccl_topology(
+            gpus=[vars(g) for g in site.node.gpus],
+            nics=[vars(n) for n in site.node.nics],  # all of them: error fields index gpucluster_node.nics
+            fabric_type=ftype,
+            pcie_gen=site.node.pcie_gen,
+        )
+    reason = (
+        f"{topo_file} from the inventory's PCIe switches (gpucluster_node.nccl_topology: file)"
+        if topo_file
+        else "NCCL detects the PCI tree from sysfs (gpucluster_node.nccl_topology: detect); no NCCL_TOPO_FILE"
+    )
+    return {
+        "enabled": True,
+        "conf": conf,
+        "topology": choice,
+        "topology_reason": reason,
+        "topology_tree": tree,  # the file's PCI tree (filter nccl_topology_xml renders it)
+        "topo_file": topo_file,  # None: no file (the compute role removes a stale one)
+        "intra_node": intra,
     }

@@ -28,11 +28,15 @@ paper section 7), and only where DP > 1: with one DP rank there is nothing to sh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TIERS
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 # ZeRO paper section 3.1: mixed-precision Adam, 2 + 2 + K bytes per parameter with K = 12.
 PARAM_BYTES = 2.0
@@ -277,3 +281,17 @@ def parallelism(
         "strategy": strategy,
         "notes": notes,
     }
+
+
+def site_parallelism(site: Site, gpu: Mapping[str, Any]) -> dict[str, Any]:
+    """plan.parallelism: the site's workload on its GPUs (``gpu``: plan.gpu, its memory and NVLink domain)."""
+    wl = site.workload_model
+    return parallelism(
+        model_params_b=wl.model_params_b,
+        gpus_per_node=site.node.gpus_per_node,
+        nodes=len(site.compute_hosts),
+        gpu_memory_gb=gpu["model"]["memory_gb"],
+        tensor_parallel=wl.tensor_parallel,
+        pipeline_parallel=wl.pipeline_parallel,
+        nvlink_domain_gpus=gpu["interconnect"]["domain_gpus"],
+    )

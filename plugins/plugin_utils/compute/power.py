@@ -31,13 +31,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     check_range,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 CONTINUOUS_LOAD_FACTOR = 0.8  # NEC 80 % rule for continuous loads
 
@@ -396,3 +400,30 @@ def power_plan(
         "notes": notes,
     }
     return section, limit
+
+
+def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> tuple[dict[str, Any], PowerLimit]:
+    """Node/rack power at the applied GPU limit: the policy's limit (``requested``), lowered when the rack
+    cannot hold it. This is where the GPU power limit is decided (the PowerLimit returned); the GPU's clocks
+    (compute/gpu.py) apply it."""
+    fac = site.facility_model
+    p = "gpucluster_facility"
+    return power_plan(
+        nodes=len(site.compute_hosts),
+        gpus_per_node=site.node.gpus_per_node,
+        gpu_power_w=requested[0],
+        gpu_power_source=requested[1],
+        gpu_default_w=model.power_default_w,
+        gpu_min_w=model.power_min_w,
+        gpu_max_w=model.power_max_w,
+        base_power_w=site.node.base_power_w,
+        racks=check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True),
+        rack_budget_kw=fac.rack_power_budget_kw,
+        pdu_rating_kw=fac.pdu_rating_kw,
+        breaker_amps=fac.breaker_amps,
+        circuit_voltage_v=fac.circuit_voltage_v,
+        circuit_phases=fac.circuit_phases,
+        psu_count=site.node.psu_count,
+        psu_rating_w=site.node.psu_rating_w,
+        psu_redundancy=site.node.psu_redundancy,
+    )

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_parted_config
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import NodeResources
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import check_namespaces
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import tenancy
@@ -65,7 +66,7 @@ DAEMONSET_MEMORY_MIB = 16 * 1024
 #: Allocatable", https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/,
 #: docs/sources.md [K1]). kube-reserved (kubelet, container runtime) and the CPU of system-reserved
 #: are a project choice; system-reserved memory is the OS reserve Slurm keeps out of RealMemory too
-#: (slurm/settings.py: max(4 GiB, 5 %)); evictionHard memory.available 100Mi is the kubelet's default.
+#: (compute/node.py: max(4 GiB, 5 %)); evictionHard memory.available 100Mi is the kubelet's default.
 KUBE_RESERVED_CPU = 1
 KUBE_RESERVED_MEMORY_MIB = 2 * 1024
 SYSTEM_RESERVED_CPU = 1
@@ -129,19 +130,18 @@ def _dns(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _node_shape(plan: dict[str, Any], memory_mib: int | None = None) -> NodeShape:
-    slurm = plan["slurm"]  # the node's CPUs and memory after the OS reserve (slurm/settings.py), computed once
-    cpus = int(slurm["nodes"][0]["cpus"])  # every NodeName line has the node's CPUs (one gpucluster_node)
+def _node_shape(plan: Mapping[str, Any], node: NodeResources) -> NodeShape:
+    """What a GPU node gives pods: its CPUs and its memory after the OS reserve (compute/node.py), less what
+    the kubelet keeps."""
     gpus = int(plan["cluster"]["gpus_per_node"])
-    after_os = int(slurm["real_memory_mib"])  # capacity less system-reserved memory (the OS reserve)
     # one RDMA share per GPU: at most one pod per GPU needs the HCAs (rdmaHcaMax below)
     return NodeShape(
         gpus=gpus,
-        cpus=cpus - KUBE_RESERVED_CPU - SYSTEM_RESERVED_CPU,
-        memory_mib=after_os - KUBE_RESERVED_MEMORY_MIB - EVICTION_HARD_MEMORY_MIB,
+        cpus=node.cpus - KUBE_RESERVED_CPU - SYSTEM_RESERVED_CPU,
+        memory_mib=node.after_os_mib - KUBE_RESERVED_MEMORY_MIB - EVICTION_HARD_MEMORY_MIB,
         rdma=gpus,
-        capacity_cpus=cpus,
-        capacity_memory_mib=int(memory_mib) if memory_mib else after_os,
+        capacity_cpus=node.cpus,
+        capacity_memory_mib=node.memory_mib,
     )
 
 
@@ -747,12 +747,12 @@ def _path(obj: dict[str, Any]) -> str:
     return f"{group}/{stem}.yaml"
 
 
-def kubernetes_plan(plan: Mapping[str, Any], cooling: str = "air", memory_mib: int | None = None) -> dict[str, Any]:
+def kubernetes_plan(plan: Mapping[str, Any], node: NodeResources, cooling: str = "air") -> dict[str, Any]:
     """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization;
-    ``memory_mib``: a GPU node's memory (gpucluster_node.memory_gib), for the kubelet's reservation."""
+    ``node``: a GPU node's CPUs and memory (compute/node.py), for the kubelet's reservation."""
     # a team gets edit in the namespace of its name: never an operator's, the system's or one the plan uses
     check_namespaces(plan.get("tenants") or [], OPERATOR_NAMESPACES)
-    shape = _node_shape(plan, memory_mib)
+    shape = _node_shape(plan, node)
     levels = topology_levels(plan)
     nodes = node_labels(plan, cooling)
     pool = cpu_pool(plan)

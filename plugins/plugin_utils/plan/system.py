@@ -1,4 +1,5 @@
-"""Host settings every node gets from the plan: sysctls, limits, time service.
+"""Host settings every node gets from the plan: sysctls, limits, time service; the cluster's summary and each
+host's section (plan.cluster, plan.time, plan.hosts).
 
 Sources: NVIDIA GPUDirect RDMA and ConnectX tuning guides recommend locking memory
 without limit for RDMA (registered memory must be pinned; ``memlock unlimited``) and
@@ -9,9 +10,15 @@ kernel does not migrate pages under pinned DMA buffers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import host_policy
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interfaces import server_interfaces
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 #: sysctls for GPU/RDMA hosts. ``netns`` marks keys that live in a network namespace
 #: (settable inside a container); the others are host-wide kernel settings.
@@ -199,3 +206,64 @@ def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -
         )
         served.append({**item, "interface": on})
     return {"served": served}
+
+
+def cluster_section(site: Site) -> dict[str, Any]:
+    """plan.cluster: the site's name, tier, head, compute nodes and GPUs, scheduler."""
+    nodes = len(site.compute_hosts)
+    return {
+        "name": site.name,
+        "tier": site.tier,
+        "domain": site.domain,
+        "head": site.head,
+        "compute_nodes": nodes,
+        "compute_hostlist": hostlist.compress(site.compute_hosts),
+        "gpus_per_node": site.node.gpus_per_node,
+        "gpus_total": nodes * site.node.gpus_per_node,
+        "gpu_model": site.node.gpu_model,
+        "lab": site.in_lab,
+        "scheduler": site.scheduler,
+    }
+
+
+def time_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
+    """plan.time: the head serves time to the cluster from the site's upstream servers."""
+    return {
+        "server": site.head,
+        "server_address": addresses["hosts"][site.head]["management"],
+        "upstream": list(site.ntp_servers),
+        # lab only: containers lack CAP_SYS_TIME, chronyd serves time without setting the clock
+        "no_clock_control": site.chrony_no_clock_control,
+    }
+
+
+def hosts_plan(site: Site, addresses: Mapping[str, Any], fab: Mapping[str, Any]) -> dict[str, Any]:
+    """Per host: its roles, addresses, sysctls, limits, interface units and firewall. On RoCE the rails'
+    interface units carry the fabric's MTU too (common role, network.j2)."""
+    memlock = site.memlock_kb
+    pools = addresses["pools"]
+    prefixes = {name: pool["prefixlen"] for name, pool in pools.items() if name != "fabric"}
+    if addresses.get("rails"):
+        prefixes["rail"] = int(str(addresses["rails"][0]["cidr"]).split("/")[1])
+    mgmt_if = site.management_interface
+    rail_mtu = fab["roce"]["mtu"] if fab["roce"] else None
+    out = {}
+    for h in site.hosts:
+        if "compute" in h.roles:
+            nics = [vars(n) for n in site.node.nics]
+            if not any(n["purpose"] == "management" for n in nics):
+                nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
+        else:
+            nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
+            if "storage" in h.roles:  # a storage server: its own storage interfaces, one address each
+                nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in server_interfaces(site)]
+        out[h.name] = {
+            "roles": h.roles,
+            "addresses": addresses["hosts"][h.name],
+            "sysctl": sysctls(h.roles),
+            "limits": limits(h.roles, memlock),
+            "network_units": network_units(addresses["hosts"][h.name], nics, prefixes, rail_mtu=rail_mtu),
+            # its limited ports (management network only) and the cluster networks it accepts
+            "firewall": host_policy(h.roles, addresses["hosts"][h.name], addresses),
+        }
+    return out

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import memory_after_os_mib
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy, topology
@@ -37,9 +38,6 @@ PRODUCTION = {
     "jobacct_gather_type": "jobacct_gather/cgroup",
     "prolog_flags": "Contain",
 }
-#: Memory kept for the OS, slurmd and page cache: 5 % of RAM, at least 4 GiB (MemSpecLimit practice, 8.3).
-OS_RESERVE_FRACTION = 0.05
-OS_RESERVE_MIN_MIB = 4096
 #: slurm.conf NodeName Boards=: baseboards per node, one on a GPU server (slurm.conf(5) NodeName, Boards,
 #: default 1; docs/sources.md [SL4], https://slurm.schedmd.com/slurm.conf.html#OPT_Boards).
 BOARDS = 1
@@ -116,7 +114,7 @@ def gpu_defaults(cpus: int, threads_per_core: int, real_memory_mib: int, gpu_cou
 
     ``cpus`` the node line's ``CPUs=`` (no CoreSpecCount is planned: every CPU is schedulable);
     ``real_memory_mib`` its ``RealMemory=``, already less what the node keeps for the OS (5 %, at least
-    4 GiB: OS_RESERVE_*); ``gpu_counts`` the GPUs (or MIG devices) of each node line. The node line with
+    4 GiB: compute/node.py); ``gpu_counts`` the GPUs (or MIG devices) of each node line. The node line with
     the most GPUs sets both (0 for both where no node has a GPU), so every node can hold one such job per
     GPU: DefCpuPerGPU x GPUs <= CPUs, DefMemPerGPU x GPUs <= RealMemory. CPUs go by whole cores
     (``CR_Core``: a core's threads are allocated together, so a count that is not a multiple of
@@ -158,8 +156,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     lab = site.lab_overrides
     node = site.node
     nodes_expr = plan["cluster"]["compute_hostlist"]
-    mem_mib = int(node.memory_gib * 1024)
-    real_memory = mem_mib - max(OS_RESERVE_MIN_MIB, int(mem_mib * OS_RESERVE_FRACTION))
+    real_memory = memory_after_os_mib(int(node.memory_gib * 1024))  # less the OS reserve (compute/node.py)
     gtype = _gpu_type(node.gpu_model)
     plugins = {
         "proctrack_type": lab.get("slurm_proctrack", PRODUCTION["proctrack_type"]),

@@ -356,6 +356,12 @@ def summary(storage_type: str, items: Mapping[str, Mapping[str, Any]], warnings:
     }
 
 
+def declared_summary(kind: str, section: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """plan.storage.protection of an NFS or BeeGFS site: the volume the inventory declares."""
+    part = declared_protection(section, f"gpucluster_storage.{kind}", what)
+    return summary(kind, {kind: part}, part.pop("warnings"))
+
+
 PROTECTION_INTRO = (
     "Whether one NVMe failure loses data: each part's RAID level, the failures it survives and why "
     '(storage/raid.py, docs/storage.md "Data protection").'
@@ -389,6 +395,7 @@ __all__ = [
     "KINDS",
     "PROTECTION_INTRO",
     "declared_protection",
+    "declared_summary",
     "lustre_protection",
     "md_array",
     "protection_rows",

@@ -23,7 +23,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl impo
     topology_xml_text,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import NCCL_TOPO_FILE
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
 
 HCAS = [f"mlx5_{i}" for i in range(8)]
 

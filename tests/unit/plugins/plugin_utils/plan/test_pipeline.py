@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,24 @@ from conftest import ROOT, TIERS, cluster_plan, load_inventory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import clocks
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
+    clocks,
+    cooling,
+    gpu,
+    nccl,
+    parallelism,
+    power,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import node as compute_node
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import plan as fabric_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import errors, gpu_limits, site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Facility, Workload, load_site
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import plan as monitoring_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly, system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import interfaces, lustre_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import plan as storage_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import plan as validation_plan
 
 #: a plan's strings stay short: documents are rendered from the plan by the filters and templates
 MAX_STRING = 2048
@@ -186,13 +201,33 @@ def _raw_reads(source: str) -> list[str]:
     return found
 
 
+def _stage_sources() -> dict[str, str]:
+    """The source of plan/assembly.py and of every stage it calls that reads the site model."""
+    modules = (assembly, storage_plan, lustre_plan, interfaces, fabric_plan, gpu, validation_plan, monitoring_plan)
+    functions = (
+        nccl.nccl_plan,
+        power.site_power_plan,
+        cooling.site_cooling,
+        parallelism.site_parallelism,
+        compute_node.node_resources,
+        system.cluster_section,
+        system.time_plan,
+        system.hosts_plan,
+    )
+    return {m.__name__: Path(str(m.__file__)).read_text() for m in modules} | {
+        f.__qualname__: textwrap.dedent(inspect.getsource(f)) for f in functions
+    }
+
+
 def test_the_plan_reads_the_site_model_never_the_raw_inventory() -> None:
-    """plan/assembly.py reads typed fields of the site model (inventory/site.py): no ``site.raw``, no
-    ``.get(key, default)`` and no ``.get``/``["key"]`` on a part of the site, so each optional field's default
-    is decided once, in load_site. Reads of the plan's own computed sections (``fab["infiniband"]``) stay."""
-    source = Path(assembly.__file__).read_text()
-    assert {"site", "st", "lu", "f", "policy"} <= _site_reads(ast.parse(source))  # the stages' aliases
-    assert _raw_reads(source) == []
+    """plan/assembly.py and its stages read typed fields of the site model (inventory/site.py): no
+    ``site.raw``, no ``.get(key, default)`` and no ``.get``/``["key"]`` on a part of the site, so each optional
+    field's default is decided once, in load_site. Reads of the plan's own computed sections
+    (``fab["infiniband"]``) stay."""
+    sources = _stage_sources()
+    aliases = {name for source in sources.values() for name in _site_reads(ast.parse(source))}
+    assert {"site", "st", "lu", "f", "policy"} <= aliases  # the stages' aliases
+    assert {name: _raw_reads(source) for name, source in sources.items()} == {name: [] for name in sources}
     # what the check finds: each way a stage would read the inventory past the site model
     bad = [
         'x = site.raw.get("gpucluster_tenants")',
