@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from conftest import cluster_plan, load_inventory
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import node_resources
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests
 
 GPU = "nvidia.com/gpu"
@@ -305,3 +307,17 @@ def test_without_a_cpu_pool_the_head_shares_a_gpu_node_and_the_workers_leave_it_
     assert sizes["worker"]["cpu"] + sizes["head"]["cpu"] + manifests.DAEMONSET_CPU == shape["cpus"]
     head = _objects(plan, "RayJob")[0]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert head["nodeSelector"]["gpucluster.io/node-pool"] == "gpu"
+
+
+def test_the_node_shape_comes_from_the_node_not_from_the_slurm_section(plan: dict[str, Any]) -> None:
+    """The Kubernetes path reads the node's CPUs and memory after the OS reserve from compute/node.py, the
+    function Slurm's RealMemory= comes from too: a plan without a Slurm section gives the same shape."""
+    raw, groups = load_inventory("tier4-k8s")
+    site = load_site(raw, groups)
+    node = node_resources(site.node)
+    no_slurm = {k: v for k, v in plan.items() if k not in ("slurm", "kubernetes")}
+    k8s = manifests.kubernetes_plan(no_slurm, node, site.facility_model.cooling)
+    assert k8s == plan["kubernetes"]
+    assert k8s["node_shape"]["capacity_memory_mib"] == node.memory_mib
+    assert k8s["node_shape"]["memory_mib"] == node.after_os_mib - 2048 - 100
+    assert node.after_os_mib == plan["slurm"]["real_memory_mib"]  # one reserve for both schedulers

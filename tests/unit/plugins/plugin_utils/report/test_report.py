@@ -239,3 +239,16 @@ def test_a_model_fits_exactly_when_it_is_within_the_ceiling(
     ceiling = report_module.largest_full_fine_tune_b(par)
     if abs(model - ceiling) > 1e-6 * ceiling:  # at the boundary itself float rounding decides
         assert par["fits"] == (model < ceiling), (model, ceiling, par["strategy"])
+
+
+def test_report_md_of_tier4_shows_the_bring_up_rows() -> None:
+    """report.md carries the GPU bring-up section (compute/bringup.py bringup_rows): tier4's H100 SXM sits
+    on an NVSwitch board, so Fabric Manager is required, and GPUDirect RDMA names its method."""
+    plan = cluster_plan(*load_inventory("tier4"))
+    text = _render(plan)
+    section = text[text.index("## GPU bring-up") :]
+    section = section[: section.index("\n## ", 1)]
+    bringup = plan["gpu"]["bringup"]
+    assert "| Fabric Manager | required |" in section
+    assert f"| GPUDirect RDMA | {bringup['gpudirect']['method']} |" in section
+    assert bringup["fabric_manager"]["reason"] in section
