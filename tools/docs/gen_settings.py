@@ -8,7 +8,8 @@ Everything in the page comes from the code, so it cannot drift from it
 (tests/unit/repo/test_docs.py compares the committed page with this output):
 
 - which engine functions compute each part of plan.json: read from the source of
-  ``cluster_plan`` (plugins/plugin_utils/plan/assembly.py) with ``ast``, following its helpers;
+  ``cluster_plan`` (plugins/plugin_utils/plan/assembly.py) with ``ast``, following its helpers
+  and its stages (the functions of the site model it calls in the domain packages);
 - every setting of the plan report with how it is reached (formula and inputs) and its
   value in the four reference tiers: ``cluster_plan`` run on inventories/tier1..tier4,
   ``report_sections(plan)`` (plugins/plugin_utils/report/sections.py, rendered from the plan, not in it);
@@ -58,9 +59,63 @@ def _engine_names(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
             ENGINE_MODULES.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
         else:  # from <package>.<module> import <name>
             mod = node.module.rsplit(".", 1)[1]
+            if mod == "plan":  # storage/plan.py, fabric/plan.py, ...: named with their package
+                mod = ".".join(node.module.rsplit(".", 2)[1:])
             ENGINE_MODULES[mod] = node.module
             names.update({a.asname or a.name: f"{mod}.{a.name}" for a in node.names})
     return modules, names
+
+
+#: module path -> (its functions, the engine modules and names it imports), parsed once
+_PARSED: dict[str, tuple[dict[str, ast.FunctionDef], set[str], dict[str, str]]] = {}
+
+
+def _parsed(module_path: str) -> tuple[dict[str, ast.FunctionDef], set[str], dict[str, str]]:
+    if module_path not in _PARSED:
+        tree = ast.parse(inspect.getsource(importlib.import_module(module_path)))
+        modules, imported = _engine_names(tree)
+        _PARSED[module_path] = ({f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}, modules, imported)
+    return _PARSED[module_path]
+
+
+def _is_stage(fn: ast.FunctionDef) -> bool:
+    """A stage of cluster_plan in its domain package: a function of the site model (its first parameter a
+    ``Site``) or of a plan module (storage/plan.py, storage/lustre_plan.py, ...); the page names the engine functions it
+    calls too, as those cluster_plan calls itself."""
+    args = [*fn.args.posonlyargs, *fn.args.args]
+    return bool(args) and args[0].annotation is not None and ast.unparse(args[0].annotation) == "Site"
+
+
+def _stage_calls(qualified: str, seen: frozenset[str]) -> list[str]:
+    """The engine calls in the stage ``qualified`` (module.function) and in its module's private helpers."""
+    mod, _, func = qualified.rpartition(".")
+    if mod not in ENGINE_MODULES or qualified in seen:
+        return []
+    helpers, modules, imported = _parsed(ENGINE_MODULES[mod])
+    if func not in helpers or not (_is_stage(helpers[func]) or mod.endswith("plan")):
+        return []
+    seen = seen | {qualified}
+
+    def walk(node: ast.AST, inner: frozenset[str]) -> list[str]:
+        found: list[str] = []
+        for n in ast.walk(node):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            name = None
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+                name = f"{f.value.id}.{f.attr}"
+            elif isinstance(f, ast.Name) and f.id in imported:
+                name = imported[f.id]
+            elif isinstance(f, ast.Name) and f.id in helpers and f.id.startswith("_") and f.id not in inner:
+                found += walk(helpers[f.id], inner | {f.id})
+            elif isinstance(f, ast.Name) and f.id in helpers and not f.id.startswith("_"):
+                name = f"{mod}.{f.id}"
+            if name:
+                found += [name, *_stage_calls(name, seen)]
+        return found
+
+    return walk(helpers[func], frozenset())
 
 
 def plan_provenance() -> dict[str, list[str]]:
@@ -80,12 +135,16 @@ def plan_provenance() -> dict[str, list[str]]:
                         local_values[name.id] = stmt.value
 
     def engine_call(node: ast.AST) -> bool:
+        """A direct call of an engine function that is no stage (a stage's result is an input, as a
+        helper's was: ``fab`` in ``"gpu": gpu_plan(..., fab, ...)`` is not followed)."""
         if not isinstance(node, ast.Call):
             return False
         func = node.func
         if isinstance(func, ast.Name):  # a function imported from an engine module
-            return func.id in imported
-        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
+            return func.id in imported and not _stage_calls(imported[func.id], frozenset())
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules:
+            return not _stage_calls(f"{func.value.id}.{func.attr}", frozenset())
+        return False
 
     def calls(node: ast.AST, seen: frozenset[str], top: bool = False) -> list[str]:
         """Engine calls in ``node`` and in the plan.py helpers it calls. At the top (a plan key's
@@ -98,9 +157,9 @@ def plan_provenance() -> dict[str, list[str]]:
             if isinstance(n, ast.Call):
                 f = n.func
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
-                    found.append(f"{f.value.id}.{f.attr}")
+                    found += [f"{f.value.id}.{f.attr}", *_stage_calls(f"{f.value.id}.{f.attr}", frozenset())]
                 elif isinstance(f, ast.Name) and f.id in imported:
-                    found.append(imported[f.id])
+                    found += [imported[f.id], *_stage_calls(imported[f.id], frozenset())]
                 elif isinstance(f, ast.Name) and f.id in helpers and f.id not in seen and f.id != "cluster_plan":
                     found += calls(helpers[f.id], seen | {f.id})
         return [f for f in found if f.split(".")[0] not in INPUT_CHECKS]
@@ -128,7 +187,7 @@ def plan_provenance() -> dict[str, list[str]]:
 
 
 def _first_line(qualified: str) -> str:
-    mod, _, func = qualified.partition(".")
+    mod, _, func = qualified.rpartition(".")
     obj = getattr(importlib.import_module(ENGINE_MODULES[mod]), func, None)
     doc = inspect.getdoc(obj) if obj is not None else None
     return (doc or "").strip().split("\n\n")[0].replace("\n", " ")
@@ -217,7 +276,7 @@ def generate() -> str:
         "bracketed tags such as [S2] or [L1] and the topics (§1.2) are entries of [sources.md](sources.md).",
         "",
     ]
-    mods = sorted({f.split(".")[0] for funcs in provenance.values() for f in funcs} | {"report"})
+    mods = sorted({f.rpartition(".")[0] for funcs in provenance.values() for f in funcs} | {"report"})
     for mod in mods:
         doc = inspect.getdoc(importlib.import_module(ENGINE_MODULES[mod])) or ""
         lines += [f"### `{mod}`", "", doc.strip(), ""]

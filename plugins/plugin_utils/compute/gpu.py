@@ -8,17 +8,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import bringup, clocks, cooling, mig
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog, gpu_limits
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import IntraNode
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import PowerLimit
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
-
-
-def site_gpu_model(site: Site) -> catalog.GpuModel:
-    """The site's GPU: the catalog entry with the site's readings for limits the catalog has no source for."""
-    return gpu_limits.apply_gpu_limits(catalog.gpu_model(site.node.gpu_model), site.node.gpu_limits)
 
 
 def gpu_plan(

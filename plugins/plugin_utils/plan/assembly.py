@@ -17,7 +17,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import clocks, containers, dcgm, health, ups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling import site_cooling
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.gpu import gpu_plan, site_gpu_model
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.gpu import gpu_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import intra_node
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import node_resources
@@ -26,7 +26,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power imp
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco as fabric_tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.plan import fabric_plan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import support, tenants, tiers
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import (
+    catalog,
+    gpu_limits,
+    support,
+    tenants,
+    tiers,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests as k8s_manifests
@@ -66,7 +72,8 @@ def cluster_plan(
     site = load_site(site_vars, groups)  # every field checked, optional fields defaulted (inventory/site.py)
     tier = tiers.tier_profile(site.tier)
     nodes = len(site.compute_hosts)
-    model = site_gpu_model(site)  # the catalog's GPU with the site's readings (compute/gpu.py)
+    # the site's GPU: the catalog entry with the site's readings for limits the catalog has no source for
+    model = gpu_limits.apply_gpu_limits(catalog.gpu_model(site.node.gpu_model), site.node.gpu_limits)
     # the per-GPU limit the policy asks for, before any rack budget (the power plan and the clocks read it)
     requested = clocks.requested_power_limit(model, site.policy_model.clock_policy, site.policy_model.power_cap_w)
     pw, limit = site_power_plan(site, model, requested)  # decides the GPU power limit (rack budget vs. policy)
