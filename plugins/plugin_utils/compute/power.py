@@ -309,7 +309,7 @@ def power_plan(
     psu_redundancy: str | None = None,
 ) -> tuple[dict[str, Any], PowerLimit]:
     """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan;
-    with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (assembly.py).
+    with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (compute/gpu.py).
 
     ``gpu_power_w`` is the limit the GPU policy asks for; ``gpu_power_source`` says whether it is the
     model default (the rack budget may lower it) or the site's own ``power_cap_w`` (it may not: a cap

@@ -196,7 +196,7 @@ def site_cabling(
     field: str = "gpucluster_fabric",
     links: bool = True,
 ) -> dict[str, Any]:
-    """:func:`expected_cabling` of an inventory's ``gpucluster_fabric`` section (assembly.py, tco.py)."""
+    """:func:`expected_cabling` of an inventory's ``gpucluster_fabric`` section (fabric/plan.py, tco.py)."""
     return expected_cabling(
         topology=topology,
         compute_hosts=compute_hosts,

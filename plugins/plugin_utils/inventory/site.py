@@ -157,13 +157,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Lustre:
-    """``gpucluster_storage.lustre`` with the defaults of its optional fields (plan/assembly.py _lustre checks them)."""
+    """``gpucluster_storage.lustre`` with the defaults of its optional fields (storage/lustre_plan.py checks them)."""
 
     fsname: Any = "lustre"
     lnet_net: Any = "o2ib0"  # LNet's o2ib network 0: InfiniBand/RoCE verbs
     allow_format: Any = False  # the storage role formats no target unless the site says so
     mount_point: Any = None  # unset: /lustre/<fsname> (load_site)
-    # as written (None: unset); plan/assembly.py _lustre and storage/lustre_targets.py check them
+    # as written (None: unset); storage/lustre_plan.py and storage/lustre_targets.py check them
     osts_per_oss: Any = None
     server_interfaces: Any = None  # unset or empty: the storage servers' (Storage.server_interfaces)
     mdt_device: Any = None
@@ -196,7 +196,7 @@ class Storage:
     paths: dict[str, str] = field(default_factory=dict)  # {checkpoints, datasets, home}; unset: none
     local_scratch: str | None = None
     # the storage servers' storage-network interfaces: gpucluster_storage.server_interfaces, else (a Lustre
-    # site) lustre.server_interfaces, else none; unchecked here, plan/assembly.py checks it naming ``..._field``
+    # site) lustre.server_interfaces, else none; unchecked here, storage/interfaces.py checks it naming ``..._field``
     server_interfaces: Any = field(default_factory=list)
     server_interfaces_field: str = "gpucluster_storage.server_interfaces"
     # their line rates and PCIe cards, {interface: {...}}; unset: none described (storage/sizing.py server_links)
