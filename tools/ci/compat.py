@@ -30,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import cluster_plan, read_inventory  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import read_inventory  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.from_inventory import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (  # noqa: E402
     plan_data,
     plan_sha256,
