@@ -14,7 +14,8 @@ Each interface, the releases it was checked on and what breaks when it changes:
   guarded: nothing fails) and ``gpucluster_lab`` set in the lab overlay is refused as "not from the
   lab's overlay" (trust.check_lab_origin gets no file): the lab's scenarios fail their plan play.
 - ``HostVars.raw_get(host)`` (``ansible.vars.hostvars``, 2.18 and 2.19): a host's variables without
-  templating. Used by :func:`raw_host_variables` (inventory_scope, host_plan, audit_findings). If it
+  templating. Used by :func:`raw_host_variables` (inventory_scope, host_plan) and by the audit_findings
+  filter (plugins/filter/gpucluster.py, which calls it directly until the audit's split moves it here). If it
   goes, those filters fail with "input must be hostvars"; read through ``hostvars[host]`` instead, every
   value would be templated before the trust check (docs/security.md, "Inventory trust") and the plan
   rendered per host and task (about a second each at a thousand nodes).
@@ -38,6 +39,10 @@ Each interface, the releases it was checked on and what breaks when it changes:
   by :func:`task_role_path` (host_files without ``template_root``). If they change, host_files fails with
   an AttributeError or asks for template_root: pass ``template_root`` then.
 
+Not used: ansible-core's ``is_possibly_template`` (``ansible/_internal/_templating/_jinja_bits.py``): the
+inventory check's test for a template is the collection's own (inventory/trust.py ``TEMPLATE_MARKS``,
+``JINJA_HEADER``), the same marks; if ansible-core adds a mark, trust.py is where to add it.
+
 ``ansible.template.trust_as_template`` (2.19) is public, but absent in 2.18: :func:`trust_as_template`
 gives the text as it is there, where every template text is trusted.
 
@@ -49,7 +54,7 @@ modules.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 try:  # ansible-core >= 2.19: the data-tagging template engine
     from ansible._internal._templating import _template_vars as _TEMPLATE_VARS
@@ -62,6 +67,13 @@ except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible
 LEGACY_TEMPLAR: bool = _TEMPLATE_VARS is None
 
 T = TypeVar("T")
+
+
+class RawHostVars(Protocol):
+    """What the collection uses of ansible-core's ``hostvars`` (``ansible.vars.hostvars.HostVars``)."""
+
+    def raw_get(self, host_name: str, /) -> Any:
+        """A host's variables, nothing templated (a mapping; ansible-core's undefined for an unknown host)."""
 
 
 def origin_of(value: object) -> tuple[str, int | None] | None:
@@ -102,7 +114,7 @@ def is_hostvars(source: object) -> bool:
     return hasattr(source, "raw_get")
 
 
-def raw_host_variables(hostvars: Any, host: str) -> Any:
+def raw_host_variables(hostvars: RawHostVars, host: str) -> Any:
     """A host's variables as ansible-core holds them, nothing templated (``HostVars.raw_get``)."""
     return hostvars.raw_get(host)
 

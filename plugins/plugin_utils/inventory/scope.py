@@ -29,7 +29,9 @@ class ScopeError(ValueError):
     """An inventory refused by the check: the engine's message, with the file the value was set in."""
 
 
-def check_scope(hostvars: Any, hosts: Iterable[Any] | None, controller: str = "localhost") -> None:
+def check_scope(
+    hostvars: ansible_compat.RawHostVars, hosts: Iterable[Any] | None, controller: str = "localhost"
+) -> None:
     """Check the inventory of ``hosts`` and the ``controller`` as ``hostvars`` (ansible-core's) holds it;
     the command line's variables (``-e``) are named by its variable manager. Raises :class:`ScopeError`."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import site
@@ -60,7 +62,9 @@ def check_scope(hostvars: Any, hosts: Iterable[Any] | None, controller: str = "l
         raise ScopeError(f"{exc}{where}") from None
 
 
-def check_raw_inventory(hostvars: Any, hosts: list[str], controller: str, extra: frozenset[str]) -> dict[str, Any]:
+def check_raw_inventory(
+    hostvars: ansible_compat.RawHostVars, hosts: list[str], controller: str, extra: frozenset[str]
+) -> dict[str, Any]:
     """Each host's raw variables (nothing templated yet; read once, for the caller too), checked: the values
     bounded and free of templates, the host names bounded, ``gpucluster_lab`` from the lab's overlay only
     (plugin_utils/inventory/trust.py). Raises :class:`ScopeError`."""

@@ -16,7 +16,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_co
 PLAN_VARIABLE = "gpucluster_plan"
 
 
-def registered_plan(hostvars: Any, host: str, controller: str = "localhost") -> Any:
+def registered_plan(hostvars: ansible_compat.RawHostVars, host: str, controller: str = "localhost") -> Any:
     """The controller's registered plan, or where the controller has none (site.yml with a --limit that
     leaves localhost out registers it on the limited hosts, one object) the host's own; None if neither."""
     facts = ansible_compat.raw_host_variables(hostvars, controller)
