@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import from_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import RESULT_KEYS
 
 #: Result keys ansible-core reads or sets itself: a plan section must not be named like one.
@@ -72,7 +73,9 @@ class ActionModule(ActionBase):
         if not isinstance(site, dict) or not isinstance(groups, dict):
             raise AnsibleActionFail("cluster_plan: site (the gpucluster_* variables) and groups must be mappings")
         try:
-            plan = cluster_plan(site, groups)
-        except AnsibleFilterError as exc:  # the engine's error: the inventory field, the value, what is allowed
-            raise AnsibleActionFail(str(exc).replace("gpucluster.tiers.cluster_plan: ", "cluster_plan: ", 1)) from None
+            plan = from_inventory.cluster_plan(site, groups)
+        except PlanError as exc:  # the engine's error: the inventory field, the value, what is allowed, the file
+            raise AnsibleActionFail(f"cluster_plan: {exc}{from_inventory.where(exc, site, groups)}") from None
+        except TypeError as exc:
+            raise AnsibleActionFail(f"cluster_plan: bad arguments: {exc}") from None
         return dict(checked(plan, "the computed plan"))

@@ -19,6 +19,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.action.render_files import render, source_path, template_variables
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
 
 #: Fields of a manifest entry the module needs besides the content (the rest stays on the controller).
 SENT = ("mode", "validate", "mkdir", "unsafe_writes")
@@ -54,10 +55,10 @@ class ActionModule(ActionBase):
         files = list(args.get("files") or [])
         template_root = args.get("template_root")
         if not template_root:
-            role = getattr(self._task, "_role", None)
-            if role is None:
+            role_path = ansible_compat.task_role_path(self._task)
+            if role_path is None:
                 raise AnsibleActionFail("host_files: template_root is required outside a role")
-            template_root = os.path.dirname(role._role_path)
+            template_root = os.path.dirname(role_path)
         for item in files:
             if not isinstance(item, dict) or not item.get("role") or not item.get("src") or not item.get("dest"):
                 raise AnsibleActionFail(

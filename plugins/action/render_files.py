@@ -15,13 +15,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-try:  # ansible-core >= 2.19: the data-tagging template engine
-    from ansible._internal._templating import _template_vars
-    from ansible.template import trust_as_template
-except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible; make compat tests 2.18)
-    _template_vars = None
-    trust_as_template = None
-_LEGACY_TEMPLAR = _template_vars is None
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
 
 
 def _inside(root: str, relative: str) -> str:
@@ -58,21 +52,15 @@ def render(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], 
     """
     if not os.path.isfile(source):
         raise AnsibleActionFail(f"no {'file' if item.get('static') else 'template'} {source}")
-    if _LEGACY_TEMPLAR:
+    if ansible_compat.LEGACY_TEMPLAR:
         return _render_legacy(action, task_vars, item, source)
     if item.get("static"):
         return action._loader.get_text_file_contents(source)
-    data = trust_as_template(action._loader.get_text_file_contents(source))
+    data = ansible_compat.trust_as_template(action._loader.get_text_file_contents(source))
     variables = dict(task_vars)
     variables["item"] = item
-    variables.update(
-        _template_vars.generate_ansible_template_vars(
-            path=item["src"], fullpath=source, dest_path=item["dest"], include_ansible_managed=True
-        )
-    )
-    templar = action._templar.copy_with_new_env(searchpath=[os.path.dirname(source)], available_variables=variables)
-    text = templar.template(data, escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False})
-    return text or ""
+    variables.update(ansible_compat.template_file_variables(item["src"], source, item["dest"]))
+    return ansible_compat.render_template(action._templar, data, os.path.dirname(source), variables)
 
 
 #: play variables the templates read many times each: their expression (the host's view of the plan,
@@ -92,13 +80,13 @@ def template_variables(action: ActionBase, task_vars: dict[str, Any]) -> dict[st
     ansible-core 2.16-2.18 template a play variable's expression on every read: a role template that
     reads ``gpucluster_host_plan`` ten times would compute the host's view ten times (make plan three
     times slower than on 2.19). There it is computed once here; 2.19 gets the variables unchanged."""
-    if not _LEGACY_TEMPLAR:
+    if not ansible_compat.LEGACY_TEMPLAR:
         return task_vars
     variables = dict(task_vars)
     for name in VIEW_VARIABLES:
         value = variables.get(name)
         if isinstance(value, str) and "{{" in value:
-            resolved = action._templar.copy_with_new_env(available_variables=task_vars).template(value)
+            resolved = ansible_compat.template_value(action._templar, value, task_vars)
             if isinstance(resolved, dict):
                 variables[name] = _Resolved(resolved)
     return variables
@@ -106,28 +94,14 @@ def template_variables(action: ActionBase, task_vars: dict[str, Any]) -> dict[st
 
 def _render_legacy(action: ActionBase, task_vars: dict[str, Any], item: dict[str, Any], source: str) -> str:
     """:func:`render` on ansible-core 2.16-2.18, as their ansible.builtin.template action renders."""
-    from ansible.template import AnsibleEnvironment, generate_ansible_template_vars  # 2.16-2.18 only
-
     with open(action._loader.get_real_file(source), "rb") as handle:
         data = handle.read().decode("utf-8")
     if item.get("static"):
         return data
     variables = dict(task_vars)
     variables["item"] = item
-    variables.update(generate_ansible_template_vars(item["src"], source, item["dest"]))
-    templar = action._templar.copy_with_new_env(
-        environment_class=AnsibleEnvironment,  # never native types: a file is text
-        searchpath=[os.path.dirname(source)],
-        newline_sequence="\n",
-        available_variables=variables,
-    )
-    text = templar.do_template(
-        data,
-        preserve_trailing_newlines=True,
-        escape_backslashes=False,
-        overrides={"trim_blocks": True, "lstrip_blocks": False},
-    )
-    return text or ""
+    variables.update(ansible_compat.template_file_variables(item["src"], source, item["dest"]))
+    return ansible_compat.render_template(action._templar, data, os.path.dirname(source), variables)
 
 
 class ActionModule(ActionBase):

@@ -36,7 +36,7 @@ except ImportError:
     testing.patch_module_args = patch_module_args  # type: ignore[attr-defined]
     sys.modules["ansible.module_utils.testing"] = testing
 
-#: tests of ansible-core 2.19's data tagging (values tagged with their origin, ansible._internal):
+#: tests of ansible-core 2.19's data tagging (values tagged with their origin, plugin_utils/ansible_compat.py):
 #: nothing to test before 2.19, where values carry no origin. A name listed here that no longer
 #: exists fails the run, so the list cannot go stale.
 NEEDS_DATA_TAGGING = frozenset({
@@ -46,11 +46,10 @@ NEEDS_DATA_TAGGING = frozenset({
 
 
 def _has_data_tagging() -> bool:
-    try:
-        import ansible._internal._datatag  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    # imported here, not at the top: the collection is on sys.path once pytest has read its ini (pythonpath)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.ansible_compat import has_data_tagging
+
+    return has_data_tagging()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory, role_files
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import read_inventory, role_files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,11 +174,27 @@ def render_role_template(
     return env.get_template(src).render(gpucluster_host_plan=plan, inventory_hostname=host, **extra)
 
 
+#: the collection's filter files (plugins/filter/<name>.py), each with its FilterModule
+FILTER_FILES = sorted(p.stem for p in (ROOT / "plugins" / "filter").glob("*.py") if p.stem != "__init__")
+
+
+def all_filters() -> dict[str, Any]:
+    """Every filter of the collection by its short name (cluster_plan, grafana_dashboard, ...), from every
+    filter file; a name twice fails (ansible-core would take one of them)."""
+    import importlib
+
+    out: dict[str, Any] = {}
+    for stem in FILTER_FILES:
+        module = importlib.import_module(f"ansible_collections.gpucluster.tiers.plugins.filter.{stem}")
+        for name, func in module.FilterModule().filters().items():
+            assert name not in out, f"filter {name} is defined twice (plugins/filter/{stem}.py)"
+            out[name] = func
+    return out
+
+
 def collection_filters() -> dict[str, Any]:
     """The collection's own filters by FQCN (gpucluster.tiers.grafana_dashboard, ...), as the roles call them."""
-    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
-
-    return {f"gpucluster.tiers.{name}": f for name, f in FilterModule().filters().items()}
+    return {f"gpucluster.tiers.{name}": f for name, f in all_filters().items()}
 
 
 def render_role_template_with_filters(role: str, src: str, plan: dict[str, Any], host: str) -> str:

@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "tools" / "bench"))
 from bench_plan import generated_site  # noqa: E402
 from bench_site import measured, write_inventory  # noqa: E402
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import role_files  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view  # noqa: E402
 

@@ -7,7 +7,8 @@ For each line (a venv ``<venvs>/<line>`` that ``make compat`` builds from the pi
 tests/compat/ansible-core-<line>.txt), two checks:
 
 1. the unit tests that drive Ansible's own APIs (tests/unit/plugins/filter, action, modules and
-   inventory: filters, action plugins, modules through AnsibleModule, the inventory plugin), with the
+   inventory: filters, action plugins, modules through AnsibleModule, the inventory plugin; and
+   plugin_utils/ansible_compat.py, the private interfaces), with the
    pytest plugin tests/compat/compat_shim.py (2.19's test helper on older lines);
 2. ``ansible-playbook playbooks/plan.yml`` of every reference inventory (inventories/tier*): its
    plan.sha256 must be the plan this toolchain's engine computes, and every host file it renders must
@@ -30,14 +31,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import cluster_plan, read_inventory  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import read_inventory  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.from_inventory import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (  # noqa: E402
     plan_data,
     plan_sha256,
 )
 
 UNIT_TESTS = ("tests/unit/plugins/filter", "tests/unit/plugins/action", "tests/unit/plugins/modules",
-              "tests/unit/plugins/inventory")  # fmt: skip
+              "tests/unit/plugins/inventory", "tests/unit/plugins/plugin_utils/test_ansible_compat.py")  # fmt: skip
 GOLDEN = ROOT / "tests" / "unit" / "repo" / "golden" / "host-files.txt"
 PARALLEL = 2
 

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "collections"))
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import read_inventory  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections  # noqa: E402
 

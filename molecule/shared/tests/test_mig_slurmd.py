@@ -42,7 +42,7 @@ CAPS = "/dev/nvidia-caps"
 def _example_plan() -> dict[str, Any]:
     if str(ROOT / "collections") not in sys.path:
         sys.path.insert(0, str(ROOT / "collections"))
-    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import read_inventory, role_files
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import read_inventory, role_files
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly
 
     site, groups = read_inventory(EXAMPLE)

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import COLLECTION_ROOT, FilterModule, role_files
+from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import COLLECTION_ROOT, role_files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").is_file())

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from conftest import ROOT
+from conftest import ROOT, all_filters
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
 
-FILTERS = FilterModule().filters()
+FILTERS = all_filters()
 
 
 def test_cluster_plan_filter_ignores_other_vars(tier3: tuple[dict[str, Any], dict[str, list[str]]]) -> None:
@@ -86,11 +86,12 @@ def test_a_misspelt_choice_gets_a_did_you_mean_and_the_file_it_was_set_in(
 ) -> None:
     """The error a user reads names the inventory file and line (ansible-core's Origin tag on the
     value, as a group_vars file gives it) and the closest allowed value."""
-    from ansible._internal._datatag._tags import Origin
-
     site, groups = tier3
-    where = Origin(path="/site/group_vars/all/node.yml", line_num=5)
-    node = where.tag({**site["gpucluster_node"], "gpu_model": where.tag("h100_sxn")})
+
+    def where(value: Any) -> Any:
+        return ansible_compat.tag_origin(value, "/site/group_vars/all/node.yml", 5)
+
+    node = where({**site["gpucluster_node"], "gpu_model": where("h100_sxn")})
     with pytest.raises(AnsibleFilterError) as caught:
         FILTERS["cluster_plan"]({**site, "gpucluster_node": node}, groups)
     message = str(caught.value)
@@ -100,7 +101,7 @@ def test_a_misspelt_choice_gets_a_did_you_mean_and_the_file_it_was_set_in(
 
 
 def test_an_untagged_value_adds_no_file() -> None:
-    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import origin
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.origin import origin
 
     assert origin("gpucluster_node.gpu_model", [{"gpucluster_node": {"gpu_model": "x"}}]) == ""
     assert origin("gpucluster_tenants.teams[3].share", [{}]) == ""
@@ -209,11 +210,12 @@ def test_the_document_filters_render_a_plan_read_back_from_json_byte_for_byte() 
 def test_mig_parted_config_writes_values_ansible_tagged() -> None:
     """A playbook's own YAML gives ints and strings tagged with their origin (subclasses that yaml.safe_dump
     refuses): the filter writes them as plain values."""
-    from ansible._internal._datatag._tags import Origin
 
-    where = Origin(path="/site/play.yml", line_num=3)
-    entry = {"devices": [where.tag(0), where.tag(1)], "mig-enabled": True, "mig-devices": {"3g.40gb": where.tag(2)}}
-    parted = {"version": where.tag("v1"), "mig-configs": [{"name": where.tag("gpucluster-mig-0"), "devices": [entry]}]}
+    def tag(value: Any) -> Any:
+        return ansible_compat.tag_origin(value, "/site/play.yml", 3)
+
+    entry = {"devices": [tag(0), tag(1)], "mig-enabled": True, "mig-devices": {"3g.40gb": tag(2)}}
+    parted = {"version": tag("v1"), "mig-configs": [{"name": tag("gpucluster-mig-0"), "devices": [entry]}]}
     assert FILTERS["mig_parted_config"](parted) == (
         "version: v1\nmig-configs:\n  gpucluster-mig-0:\n  - devices:\n    - 0\n    - 1\n"
         "    mig-enabled: true\n    mig-devices:\n      3g.40gb: 2\n"

@@ -16,7 +16,7 @@ from conftest import cluster_plan, load_inventory
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
+from ansible_collections.gpucluster.tiers.plugins.filter.calculators import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections

@@ -159,25 +159,26 @@ class _RawHostVars:
 def test_a_runs_own_results_are_not_inventory_data() -> None:
     """The registered plan (a Grafana legend ``{{state}}`` in it) and the run's facts are left alone; the same
     text in a site variable is refused."""
-    from ansible.errors import AnsibleFilterError
-
-    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import _check_raw_inventory
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.scope import (
+        ScopeError,
+        check_raw_inventory,
+    )
 
     legend = {"monitoring": {"legend": "{{state}}"}}
     own = {"gpucluster_plan": legend, "gpucluster_plan_rollout": legend, "gpucluster_gpus": [{"name": "{{x}}"}]}
-    _check_raw_inventory(
+    check_raw_inventory(
         _RawHostVars({"localhost": own, "dgx01": own}), ["localhost", "dgx01"], "localhost", frozenset()
     )
-    with pytest.raises(AnsibleFilterError, match=r"gpucluster_monitoring\.legend"):
-        _check_raw_inventory(
+    with pytest.raises(ScopeError, match=r"gpucluster_monitoring\.legend"):
+        check_raw_inventory(
             _RawHostVars({"localhost": {"gpucluster_monitoring": {"legend": "{{state}}"}}}),
             ["localhost"],
             "localhost",
             frozenset(),
         )
     # a run's switch read as a variable (so templated) stays checked
-    with pytest.raises(AnsibleFilterError, match=r"gpucluster_plan_file"):
-        _check_raw_inventory(
+    with pytest.raises(ScopeError, match=r"gpucluster_plan_file"):
+        check_raw_inventory(
             _RawHostVars({"localhost": {"gpucluster_plan_file": "{{ lookup('pipe', 'id') }}"}}),
             ["localhost"],
             "localhost",

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import TIERS, cluster_plan, load_inventory
 
-from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import grafana_dashboard
+from ansible_collections.gpucluster.tiers.plugins.filter.documents import grafana_dashboard
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards as dash
 

@@ -1,0 +1,101 @@
+"""The plan play's first check of the inventory, on Ansible's raw host variables (filter inventory_scope).
+
+Reads each host's variables raw (``HostVars.raw_get`` through plugin_utils/ansible_compat.py: nothing
+templated yet) and checks them before anything converts, walks or templates a value:
+
+- the values are data, bounded, and ``gpucluster_lab`` comes from the lab's overlay only (trust.py);
+- a misspelt site variable, a gpucluster_* variable set on a host or a group other than all,
+  gpucluster_plan_root/_dir from the inventory (they are -e choices), two hosts with one ansible_host
+  (site.py ``check_host_variables``).
+
+A template in a ``gpucluster_*`` value (``{{ lookup('pipe', ...) }}``) stops the run here, unevaluated
+(docs/security.md, "Inventory trust"). Errors are :class:`ScopeError`, naming the file a value was set in
+where ansible-core knows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.origin import origin, origin_path
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import COLLECTION_ROOT
+
+
+class ScopeError(ValueError):
+    """An inventory refused by the check: the engine's message, with the file the value was set in."""
+
+
+def check_scope(
+    hostvars: ansible_compat.RawHostVars, hosts: Iterable[Any] | None, controller: str = "localhost"
+) -> None:
+    """Check the inventory of ``hosts`` and the ``controller`` as ``hostvars`` (ansible-core's) holds it;
+    the command line's variables (``-e``) are named by its variable manager. Raises :class:`ScopeError`."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import site
+
+    extra = ansible_compat.extra_variable_names(hostvars)
+    raws = check_raw_inventory(hostvars, [controller, *[str(h) for h in hosts or []]], controller, extra)
+    seen: dict[str, dict[str, Any]] = {}
+    converted: dict[int, tuple[Any, Any]] = {}  # id -> (value, plain value): group all's values, once
+
+    def once(value: Any) -> Any:
+        # every host's group-all values are the same objects: convert each once, and the check's
+        # comparison with the controller's then meets identical objects (linear in hosts, not hosts x site)
+        hit = converted.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = converted[id(value)] = (value, plain(value))
+        return hit[1]
+
+    addresses: dict[str, Any] = {}  # each host's ansible_host as read (with its origin): the error names the file
+    for host, raw in raws.items():
+        if isinstance(raw, Mapping) and host not in seen:
+            seen[host] = {str(k): once(v) for k, v in site.variables_to_check(dict(raw)).items()}
+            if "ansible_host" in raw:
+                addresses[host] = {"ansible_host": raw["ansible_host"]}
+    try:
+        site.check_host_variables(seen, controller=controller, extra_vars=extra)
+    except PlanError as exc:
+        where = origin(exc.field, [{"hostvars": addresses}]) if exc.field.startswith("hostvars.") else ""
+        raise ScopeError(f"{exc}{where}") from None
+
+
+def check_raw_inventory(
+    hostvars: ansible_compat.RawHostVars, hosts: list[str], controller: str, extra: frozenset[str]
+) -> dict[str, Any]:
+    """Each host's raw variables (nothing templated yet; read once, for the caller too), checked: the values
+    bounded and free of templates, the host names bounded, ``gpucluster_lab`` from the lab's overlay only
+    (plugin_utils/inventory/trust.py). Raises :class:`ScopeError`."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import trust
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import RUNTIME_NAMES
+
+    try:
+        trust.check_host_names(hosts)
+    except PlanError as exc:
+        raise ScopeError(str(exc)) from None
+    checked: set[int] = set()  # group all's values are the same objects on every host: each checked once
+    raws: dict[str, Any] = {}  # the raw variables (and so every checked object) stay alive: no id is reused
+    for host in dict.fromkeys(hosts):
+        raw = raws[host] = ansible_compat.raw_host_variables(hostvars, host)
+        if not isinstance(raw, Mapping):
+            continue
+        for name, value in raw.items():
+            name = str(name)
+            if not name.startswith("gpucluster_") or name in extra or id(value) in checked:
+                continue
+            if name in trust.RUN_RESULTS or name in RUNTIME_NAMES:
+                continue  # a run's own results (the registered plan, the roles' facts): not inventory data
+            try:
+                trust.check_value(name, value)
+            except PlanError as exc:
+                raise ScopeError(f"{exc}{origin(exc.field, [{name: value}])}") from None
+            checked.add(id(value))
+        if host == controller and trust.LAB_VARIABLE in raw:
+            try:
+                where = origin_path(raw[trust.LAB_VARIABLE])
+                trust.check_lab_origin(where, COLLECTION_ROOT, from_command_line=trust.LAB_VARIABLE in extra)
+            except PlanError as exc:
+                raise ScopeError(str(exc)) from None
+    return raws
