@@ -313,7 +313,7 @@ def audit_request(view: Mapping[str, Any], host: str, layout_client: str = "") -
 
     The view is not converted with plain(): it refers to the plan's shared tables, which a copy per
     host would make O(N^2); the engine reads a few keys of it."""
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import request as engine
 
     try:
         return engine.host_request(view, str(host), str(layout_client) or None)
@@ -362,7 +362,7 @@ def audit_findings(
         "baseline": plain(baseline) if baseline else None,
     }
     # the plan as it is (plain() would copy megabytes at a thousand nodes); the collected facts are plain
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import driver as engine
 
     try:
         return engine.audit(plan, collected, plain(settings or {}))
@@ -372,7 +372,7 @@ def audit_findings(
 
 def audit_markdown(result: Mapping[str, Any]) -> str:
     """The audit's readable report (Markdown), one line per finding grouped by host and class."""
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import report as engine
 
     return _run("audit_markdown", engine.report_markdown, result)
 
