@@ -1,5 +1,5 @@
 """The audit's engine: a cluster that matches its plan has no finding; each kind of difference is
-found once, with its class, severity, fix and cost (plugins/plugin_utils/audit/engine.py)."""
+found once, with its class, severity, fix and cost (plugins/plugin_utils/audit/)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request imp
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_enabled
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.services import FIREWALL_UNIT
 
 DATA = Path(__file__).resolve().parents[4] / "data"
 DRIVER = "550.54.15"
@@ -203,6 +204,42 @@ def test_a_firewall_table_not_loaded_is_critical_drift() -> None:
     data["hosts"]["oss01"]["firewall"]["table_loaded"] = False
     f = only(audit(plan, data))
     assert (f["host"], f["check"], f["severity"]) == ("oss01", "firewall", "critical")
+
+
+def test_a_firewall_switched_off_by_its_role_switch_is_no_finding() -> None:
+    """common_firewall_enabled: false on a host: the role writes the policy and its unit but neither loads
+    nor enables it, so neither the stopped unit nor the unloaded table is a finding there; the hosts whose
+    switch is on (passed true, or not passed: the role's default) still get both."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    for host in ("compute01", "compute02", "oss01"):
+        data["hosts"][host]["services"][FIREWALL_UNIT] = {"active": "inactive", "enabled": "disabled"}
+        data["hosts"][host]["firewall"]["table_loaded"] = False
+    switches = {"common_firewall_enabled": {"compute01": False, "compute02": True}}
+    result = audit(plan, data, {"role_switches": switches})
+    found = {(f["host"], f["check"], f["subject"].split()[0], f["severity"]) for f in result["findings"]}
+    assert found == {
+        (host, check, subject, "critical")
+        for host in ("compute02", "oss01")
+        for check, subject in (("service", FIREWALL_UNIT), ("firewall", "nftables"))
+    }
+    # switched off everywhere (group_vars of all): the same cluster has no finding
+    everywhere = {"common_firewall_enabled": dict.fromkeys(plan["hosts"], False)}
+    assert audit(plan, data, {"role_switches": everywhere})["findings"] == []
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [
+        {"common_firewall": {"compute01": False}},  # not a switch of plan/services.py
+        {"common_firewall_enabled": {"compute01": "no"}},  # not a boolean
+        {"common_firewall_enabled": False},  # not per host
+    ],
+)
+def test_bad_role_switches_name_the_setting(switches: dict[str, Any]) -> None:
+    plan = plan_of("tier1")
+    with pytest.raises(PlanError, match="audit role_switches"):
+        audit(plan, collected(plan), {"role_switches": switches})
 
 
 def test_a_power_limit_changed_by_hand_is_drift_with_its_rack_cost() -> None:
