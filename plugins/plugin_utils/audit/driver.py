@@ -71,28 +71,29 @@ def drain_list(
     return out
 
 
-def role_switches(value: Any) -> RoleSwitches:
+def role_switches(value: Any) -> dict[str, dict[str, bool]]:
     """``settings.role_switches``, checked: {switch: {host: true|false}} for switches of plan/services.py."""
     value = value or {}
     require(isinstance(value, Mapping), "audit role_switches", value, "a mapping {switch: {host: true|false}}")
+    out: dict[str, dict[str, bool]] = {}
     for name, per_host in value.items():
         check_choice(name, "audit role_switches", tuple(SWITCHES))
         require(isinstance(per_host, Mapping), f"audit role_switches.{name}", per_host, "a mapping {host: true|false}")
         bad = sorted(str(h) for h, on in per_host.items() if not isinstance(on, bool))
         require(not bad, f"audit role_switches.{name}", bad, "true or false for each host")
-    return value
+        out[str(name)] = {str(h): bool(on) for h, on in per_host.items()}
+    return out
 
 
 def switched_off(plan: Mapping[str, Any], host: str, switches: RoleSwitches) -> frozenset[str]:
-    """The planned units of ``host`` that a role switch turns off there (a switch not passed: its role's
-    default, plan/services.py ``SWITCHES``)."""
-    units = (plan.get("services") or {}).get(host) or []
-    return frozenset(
-        str(u["unit"])
-        for u in units
-        if u.get("switch")
-        and not (switches.get(str(u["switch"])) or {}).get(host, SWITCHES.get(str(u["switch"]), True))
-    )
+    """The planned units of ``host`` that a role switch turns off there (a switch not passed for the host:
+    its role's default, plan/services.py ``SWITCHES``)."""
+    off: set[str] = set()
+    for unit in (plan.get("services") or {}).get(host) or []:
+        switch = unit.get("switch")
+        if switch and not (switches.get(switch) or {}).get(host, SWITCHES.get(switch, True)):
+            off.add(str(unit["unit"]))
+    return frozenset(off)
 
 
 def _head_probes(hosts: Mapping[str, Any]) -> dict[str, tuple[str, Mapping[str, Any]]]:
