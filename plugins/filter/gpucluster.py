@@ -131,11 +131,11 @@ def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def audit_request(view: Mapping[str, Any], host: str, layout_client: str = "") -> dict[str, Any]:
-    """The audit_facts arguments of a host, from its own view of the plan (plugin_utils/audit/engine.py).
+    """The audit_facts arguments of a host, from its own view of the plan (plugin_utils/audit/request.py).
 
     The view is not converted with plain(): it refers to the plan's shared tables, which a copy per
     host would make O(N^2); the engine reads a few keys of it."""
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import request as engine
 
     try:
         return engine.host_request(view, str(host), str(layout_client) or None)
@@ -153,7 +153,7 @@ def audit_findings(
     facts_var: str = "audit_host",
     planned_var: str = "audit_planned",
 ) -> dict[str, Any]:
-    """The audit of the hosts (plugin_utils/audit/engine.py ``audit``), from ``hostvars``.
+    """The audit of the hosts (plugin_utils/audit/driver.py ``audit``), from ``hostvars``.
 
     Each host's registered ``facts_var`` (audit_facts' result) and ``planned_var`` (render_files'
     checksums) and the controller's plan are read raw (``HostVars.raw_get``: no templating of the whole
@@ -184,7 +184,7 @@ def audit_findings(
         "baseline": plain(baseline) if baseline else None,
     }
     # the plan as it is (plain() would copy megabytes at a thousand nodes); the collected facts are plain
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import driver as engine
 
     try:
         return engine.audit(plan, collected, plain(settings or {}))
@@ -194,7 +194,7 @@ def audit_findings(
 
 def audit_markdown(result: Mapping[str, Any]) -> str:
     """The audit's readable report (Markdown), one line per finding grouped by host and class."""
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import report as engine
 
     return _run("audit_markdown", engine.report_markdown, result)
 

@@ -4,7 +4,7 @@ The ``audit_facts`` module runs the tools and hands their output here; tests han
 output. Every probe has a state: ``ok`` (read), ``absent`` (the tool is not on the host: the
 lab's containers have no nvidia-smi or ibstat) or ``error`` (the tool ran and failed). An absent
 tool is never a finding by itself: the controller decides what the plan expects
-(plugins/plugin_utils/audit/engine.py).
+(plugins/plugin_utils/audit/).
 
 - :func:`parse_gpu_applied`: ``nvidia-smi --query-gpu=<APPLIED_FIELDS> --format=csv,noheader,nounits``,
   the settings the compute role applies (power limit, persistence, MIG mode) and the versions;

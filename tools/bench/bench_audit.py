@@ -43,8 +43,10 @@ from bench_plan import generated_site  # noqa: E402
 from bench_site import measured, write_inventory  # noqa: E402
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist  # noqa: E402
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.driver import audit  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report import report_markdown  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request import host_request, planned_layouts  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view  # noqa: E402
 
@@ -106,7 +108,7 @@ def as_planned(plan: dict[str, Any], host: str, req: dict[str, Any]) -> dict[str
         nodes_env = {n: dict(env) for n in hostlist.expand(req["job_env_nodes"])}
         facts["job_env"] = {"state": "ok", "reason": None, "nodes": nodes_env}
     if req["layouts"]:
-        layouts = engine.planned_layouts(plan) or {"kind": None, "dirs": {}}
+        layouts = planned_layouts(plan) or {"kind": None, "dirs": {}}
         dirs = {p: {"state": "ok", "reason": None, "layout": d["want"]} for p, d in layouts["dirs"].items()}
         facts["layouts"] = {"state": "ok", "reason": None, "kind": layouts["kind"], "dirs": dirs}
     return facts
@@ -118,7 +120,7 @@ def bench(nodes: int) -> dict[str, Any]:
     hosts = sorted(plan["hosts"])
     start = time.perf_counter()
     client = groups["compute"][0]  # the layout client, as playbooks/audit.yml names it
-    requests = {h: engine.host_request(host_view(plan, h), h, client) for h in hosts}
+    requests = {h: host_request(host_view(plan, h), h, client) for h in hosts}
     t_request = time.perf_counter() - start
     facts = {h: as_planned(plan, h, requests[h]) for h in hosts}
     planned = {h: {d: d for d in requests[h]["files"]} for h in hosts}
@@ -126,12 +128,12 @@ def bench(nodes: int) -> dict[str, Any]:
     path = requests[victim]["files"][0]
     facts[victim]["files"][path] = "edited"
     start = time.perf_counter()
-    result = engine.audit(plan, {"hosts": facts, "planned_files": planned})
+    result = audit(plan, {"hosts": facts, "planned_files": planned})
     t_audit = time.perf_counter() - start
     found = [(f["host"], f["subject"]) for f in result["findings"]]
     assert found == [(victim, path)], found
     start = time.perf_counter()
-    engine.report_markdown(result)
+    report_markdown(result)
     t_report = time.perf_counter() - start
     compute = groups["compute"][1]  # a compute node other than the layout client
     return {

@@ -37,7 +37,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests as k8s_manifests
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.plan import monitoring_section
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import rollout, services, system
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.addresses import address_plan, etc_hosts_entries
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_manifest
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import firewall_plan
@@ -132,6 +132,7 @@ def cluster_plan(
     plan["files"] = files_manifest(_needs(plan, *FILES_READS), role_files)
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
     plan["rollout"] = rollout.rollout_plan(site.rollout)
+    plan["services"] = services.services_plan(_needs(plan, "cluster", "hosts", "gpu", "slurm"))  # units per host
     # the systems the roles support, and the floors every host must meet: playbooks/preflight.yml checks
     # each host's facts against it before any change (inventory/support.py)
     plan["support"] = support.support_matrix()

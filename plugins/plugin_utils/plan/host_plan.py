@@ -6,7 +6,7 @@ host) costs memory and time in the square of the node count; instead each host r
 ``host_view(plan, host)``:
 
 - the plan's top-level keys, with the same key paths the roles use (``hosts[<me>]``,
-  ``files[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
+  ``files[<me>]``, ``services[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
 - host-indexed parts narrowed to the host (:data:`NARROWED`);
 - node-proportional tables that a file on the host must contain (``/etc/hosts``, the health
   check's node table, the switches of slurm's topology.conf, the head's Prometheus targets and the fabric's
@@ -79,6 +79,7 @@ KEEP_ON: dict[str, frozenset[str]] = {
 NARROWED: tuple[str, ...] = (
     "hosts",
     "files",
+    "services",  # the units each host's roles start (plan/services.py; the audit reads its own)
     "storage.lustre.targets",
     "storage.nvmeof.targets",
     "storage.nvmeof.clients",

@@ -21,7 +21,7 @@ from conftest import ROOT, cluster_plan, load_inventory, load_script
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe, gpu
 from ansible_collections.gpucluster.tiers.plugins.modules import audit_facts, gpu_facts
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.checks.gpu import gpu_findings
 
 REC = ROOT / "tests" / "data" / "nvidia-smi" / "h100-sxm-580"
 QUERY = REC / "nvidia-smi-query-gpu.csv"
@@ -170,7 +170,7 @@ def test_audit_facts_reads_no_nvlink_on_the_recorded_gpu() -> None:
 def test_audit_counts_every_unlisted_planned_gpu_as_0_links(tier1: dict[str, Any]) -> None:
     """The facts audit_facts returns on the recorded GPU, audited against tier1's HGX node."""
     gpu_fact = {"state": "ok", "reason": None, "nvlink_state": "ok", "nvlink": [], "gpus": [{"index": 0}]}
-    found = engine._gpu_findings(tier1, "dgx01", gpu_fact, unchecked := [])
+    found = gpu_findings(tier1, "dgx01", gpu_fact, unchecked := [])
     assert unchecked == []
     nvlink = [f for f in found if f.check == "nvlink"]
     assert [f.subject for f in nvlink] == [f"GPU {i}" for i in range(8)]
@@ -184,7 +184,7 @@ def test_audit_counts_a_gpu_missing_from_a_partial_listing(tier1: dict[str, Any]
     listed = [{"index": i, "links": 18, "active": 18} for i in range(8) if i != 5]
     gpus = [{"index": i} for i in range(8)]
     gpu_fact = {"state": "ok", "reason": None, "nvlink_state": "ok", "nvlink": listed, "gpus": gpus}
-    found = engine._gpu_findings(tier1, "dgx01", gpu_fact, [])
+    found = gpu_findings(tier1, "dgx01", gpu_fact, [])
     assert [(f.check, f.subject, f.found) for f in found] == [("nvlink", "GPU 5", 0)]
 
 
@@ -193,11 +193,11 @@ def test_audit_records_an_unreadable_nvlink_listing(tier1: dict[str, Any]) -> No
     reason = "nvidia-smi nvlink -s failed (rc 3): not supported"
     gpu_fact = {"state": "ok", "nvlink_state": "error", "nvlink_reason": reason, "nvlink": [], "gpus": gpus}
     unchecked: list[dict[str, str]] = []
-    assert engine._gpu_findings(tier1, "dgx01", gpu_fact, unchecked) == []
+    assert gpu_findings(tier1, "dgx01", gpu_fact, unchecked) == []
     assert unchecked == [{"host": "dgx01", "check": "nvlink", "reason": reason}]
 
 
 def test_audit_of_a_healthy_listing_finds_nothing(tier1: dict[str, Any]) -> None:
     listed = [{"index": i, "links": 18, "active": 18} for i in range(8)]
     gpu_fact = {"state": "ok", "nvlink_state": "ok", "nvlink": listed, "gpus": [{"index": i} for i in range(8)]}
-    assert engine._gpu_findings(tier1, "dgx01", gpu_fact, []) == []
+    assert gpu_findings(tier1, "dgx01", gpu_fact, []) == []

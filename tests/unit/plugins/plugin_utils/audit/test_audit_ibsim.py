@@ -22,7 +22,8 @@ from conftest import lab_runner, needs_ibsim
 from test_engine import collected, plan_of
 
 from ansible_collections.gpucluster.tiers.plugins.modules import fabric_check
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.driver import audit
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report import report_markdown
 
 
 def move_cable(cabling: dict[str, Any], host: str, rail: int, leaf: str, port: int) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def test_a_cable_moved_in_ibsim_is_the_audits_only_finding(tmp_path: Path, capsy
     with pytest.raises(ProcessLookupError):  # ibsim stopped by its PID
         os.kill(state["pid"], 0)
     assert out.get("failed") is not True and out["changed"] is False, out.get("msg")
-    result = engine.audit(plan, {**collected(plan), "fabric": out["report"]})
+    result = audit(plan, {**collected(plan), "fabric": out["report"]})
     assert [(f["host"], f["cls"], f["check"], f["subject"]) for f in result["findings"]] == [
         ("compute02", "hardware", "cable", "mlx5_3 (rail 3)")
     ]
@@ -74,7 +75,7 @@ def test_a_cable_moved_in_ibsim_is_the_audits_only_finding(tmp_path: Path, capsy
     assert f["fix"] == "move the cable at leaf05:6 to leaf04:2"
     assert "off its planned leaf" in f["cost"]
     assert result["failed"] is True
-    assert "- **critical** cable `mlx5_3 (rail 3)`" in engine.report_markdown(result)
+    assert "- **critical** cable `mlx5_3 (rail 3)`" in report_markdown(result)
     elapsed = time.monotonic() - start
     print(f"audit ibsim seconds: {elapsed:.1f}")
     assert elapsed < 30, f"the ibsim audit check took {elapsed:.0f} s (budget 30 s)"

@@ -1,5 +1,5 @@
 """The audit's engine: a cluster that matches its plan has no finding; each kind of difference is
-found once, with its class, severity, fix and cost (plugins/plugin_utils/audit/engine.py)."""
+found once, with its class, severity, fix and cost (plugins/plugin_utils/audit/)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import audit_probe, hostlist, ibfabric, lustre_yaml
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit import engine
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.driver import DRAIN_PREFIX, audit
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report import report_markdown
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request import host_request, planned_layouts
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_enabled
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.services import FIREWALL_UNIT
 
 DATA = Path(__file__).resolve().parents[4] / "data"
 DRIVER = "550.54.15"
@@ -41,7 +44,7 @@ def compute_of(plan: dict[str, Any]) -> list[str]:
 
 def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
     """What audit_facts reads on a host that is exactly as planned (synthetic, in the module's shape)."""
-    req = engine.host_request(host_view(plan, host), host, compute_of(plan)[0])
+    req = host_request(host_view(plan, host), host, compute_of(plan)[0])
     gplan = plan["gpu"]
     facts: dict[str, Any] = {
         "files": {d: sha(host, d) for d in req["files"]},
@@ -105,7 +108,7 @@ def as_planned(plan: dict[str, Any], host: str) -> dict[str, Any]:
         env = {"NCCL_DEBUG": plan["nccl"]["conf"]["NCCL_DEBUG"]} if plan["nccl"]["conf"] else {}
         facts["job_env"] = {"state": "ok", "reason": None, "nodes": {n: dict(env) for n in compute_of(plan)}}
     if req["layouts"]:
-        layouts = engine.planned_layouts(plan)
+        layouts = planned_layouts(plan)
         assert layouts and req["layouts"]["dirs"] == sorted(layouts["dirs"])
         facts["layouts"] = {
             "state": "ok",
@@ -132,7 +135,7 @@ def only(result: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("tier", ["tier1", "tier3"])
 def test_a_cluster_as_planned_has_no_finding(tier: str) -> None:
     plan = plan_of(tier)
-    result = engine.audit(plan, collected(plan))
+    result = audit(plan, collected(plan))
     assert result["findings"] == []
     assert result["failed"] is False
     assert result["unchecked"] == []
@@ -147,7 +150,7 @@ def test_absent_tools_are_unchecked_not_findings() -> None:
         data["hosts"][h]["gpu"] = {"state": "absent", "reason": "nvidia-smi not found in PATH"}
         data["hosts"][h]["hca"] = {"state": "absent", "reason": "ibstat not found in PATH"}
     data["hosts"]["compute01"]["fabric_manager"] = {"state": "absent", "reason": "nv-fabricmanager not found in PATH"}
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert result["findings"] == []
     assert {(u["host"], u["check"]) for u in result["unchecked"]} == {
         ("compute01", "fabric_manager"),
@@ -156,14 +159,14 @@ def test_absent_tools_are_unchecked_not_findings() -> None:
         ("compute02", "gpu"),
         ("compute02", "hca"),
     }
-    assert "- gpu on compute[01-02]: nvidia-smi not found in PATH" in engine.report_markdown(result)
+    assert "- gpu on compute[01-02]: nvidia-smi not found in PATH" in report_markdown(result)
 
 
 def test_an_edited_planned_file_is_drift_fixed_by_site_yml() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute03"]["files"]["/etc/slurm/slurm.conf"] = "edited-by-hand"
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["cls"], f["check"], f["subject"]) == ("compute03", "drift", "file", "/etc/slurm/slurm.conf")
     assert f["fix"] == "run site.yml --limit compute03"
     assert f["found"] == "edited-by-hand"
@@ -173,7 +176,7 @@ def test_a_missing_planned_file_is_drift() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["head01"]["files"]["/etc/prometheus/prometheus.yml"] = None
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["cls"], f["found"]) == ("head01", "drift", None)
 
 
@@ -181,7 +184,7 @@ def test_a_stopped_service_is_critical_drift() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute02"]["services"]["slurmd"] = {"active": "inactive", "enabled": "enabled"}
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["cls"], f["check"], f["subject"], f["severity"]) == ("drift", "service", "slurmd", "critical")
     assert f["cost"] == "no jobs run on this node"
     assert "site.yml --limit compute02" in f["fix"]
@@ -191,7 +194,7 @@ def test_a_disabled_service_is_warning_drift() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["head01"]["services"]["chrony"] = {"active": "active", "enabled": "disabled"}
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["check"], f["planned"], f["found"], f["severity"]) == ("service", "enabled", "disabled", "warning")
 
 
@@ -199,15 +202,51 @@ def test_a_firewall_table_not_loaded_is_critical_drift() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["oss01"]["firewall"]["table_loaded"] = False
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["check"], f["severity"]) == ("oss01", "firewall", "critical")
+
+
+def test_a_firewall_switched_off_by_its_role_switch_is_no_finding() -> None:
+    """common_firewall_enabled: false on a host: the role writes the policy and its unit but neither loads
+    nor enables it, so neither the stopped unit nor the unloaded table is a finding there; the hosts whose
+    switch is on (passed true, or not passed: the role's default) still get both."""
+    plan = plan_of("tier3")
+    data = collected(plan)
+    for host in ("compute01", "compute02", "oss01"):
+        data["hosts"][host]["services"][FIREWALL_UNIT] = {"active": "inactive", "enabled": "disabled"}
+        data["hosts"][host]["firewall"]["table_loaded"] = False
+    switches = {"common_firewall_enabled": {"compute01": False, "compute02": True}}
+    result = audit(plan, data, {"role_switches": switches})
+    found = {(f["host"], f["check"], f["subject"].split()[0], f["severity"]) for f in result["findings"]}
+    assert found == {
+        (host, check, subject, "critical")
+        for host in ("compute02", "oss01")
+        for check, subject in (("service", FIREWALL_UNIT), ("firewall", "nftables"))
+    }
+    # switched off everywhere (group_vars of all): the same cluster has no finding
+    everywhere = {"common_firewall_enabled": dict.fromkeys(plan["hosts"], False)}
+    assert audit(plan, data, {"role_switches": everywhere})["findings"] == []
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [
+        {"common_firewall": {"compute01": False}},  # not a switch of plan/services.py
+        {"common_firewall_enabled": {"compute01": "no"}},  # not a boolean
+        {"common_firewall_enabled": False},  # not per host
+    ],
+)
+def test_bad_role_switches_name_the_setting(switches: dict[str, Any]) -> None:
+    plan = plan_of("tier1")
+    with pytest.raises(PlanError, match="audit role_switches"):
+        audit(plan, collected(plan), {"role_switches": switches})
 
 
 def test_a_power_limit_changed_by_hand_is_drift_with_its_rack_cost() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute01"]["gpu"]["gpus"][5]["power_limit_w"] = 500
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["cls"], f["check"], f["subject"], f["planned"], f["found"]) == (
         "drift",
         "gpu_power",
@@ -224,7 +263,7 @@ def test_persistence_and_mig_off_plan_are_drift() -> None:
     data = collected(plan)
     data["hosts"]["compute01"]["gpu"]["gpus"][0]["persistence"] = False
     data["hosts"]["compute01"]["gpu"]["gpus"][1]["mig"] = True
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert [(f["check"], f["subject"], f["cls"]) for f in result["findings"]] == [
         ("mig", "GPU 1", "drift"),
         ("persistence", "GPU 0", "drift"),
@@ -236,7 +275,7 @@ def test_a_short_nvlink_and_a_missing_gpu_are_hardware() -> None:
     data = collected(plan)
     data["hosts"]["compute02"]["gpu"]["nvlink"][3]["active"] = 12
     del data["hosts"]["compute04"]["gpu"]["gpus"][7]
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     got = {(f["host"], f["cls"], f["check"]): f for f in result["findings"]}
     assert set(got) == {("compute02", "hardware", "nvlink"), ("compute04", "hardware", "gpu_count")}
     nv = got[("compute02", "hardware", "nvlink")]
@@ -249,7 +288,7 @@ def test_an_hca_port_down_costs_a_rail() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute03"]["hca"]["ports"][2]["state"] = "Down"
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["cls"], f["check"], f["subject"]) == ("hardware", "hca", "mlx5_2 port 1 (rail 2)")
     assert f["cost"].startswith("jobs on compute03 keep 7/8 of the planned rails' bandwidth")
 
@@ -258,7 +297,7 @@ def test_a_slow_hca_port_is_hardware() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute03"]["hca"]["ports"][0]["rate_gbps"] = 200.0
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["check"], f["planned"], f["found"]) == ("link_rate", 400.0, 200.0)
 
 
@@ -267,7 +306,7 @@ def test_driver_skew_names_the_odd_node_only() -> None:
     data = collected(plan)
     for g in data["hosts"]["compute02"]["gpu"]["gpus"]:
         g["driver_version"] = "535.161.08"
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     # the driver differs from its peers, and Fabric Manager (still the peers' version) from the driver
     assert [(f["host"], f["cls"], f["check"], f["found"]) for f in result["findings"]] == [
         ("compute02", "version_skew", "driver", "535.161.08"),
@@ -281,7 +320,7 @@ def test_fabric_manager_off_the_driver_is_critical_skew() -> None:
     data = collected(plan)
     for h in ("compute01", "compute02", "compute03", "compute04"):
         data["hosts"][h]["fabric_manager"]["version"] = "550.54.14"
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert {f["host"] for f in result["findings"]} == {"compute01", "compute02", "compute03", "compute04"}
     assert all(f["severity"] == "critical" and "802" in f["cost"] for f in result["findings"])
 
@@ -291,7 +330,7 @@ def test_hca_firmware_skew() -> None:
     data = collected(plan)
     for p in data["hosts"]["compute04"]["hca"]["ports"]:
         p["firmware"] = "28.36.1010"
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["cls"], f["check"], f["planned"]) == (
         "compute04",
         "version_skew",
@@ -307,7 +346,7 @@ def test_a_cable_on_the_wrong_rail_from_the_recorded_fabric() -> None:
     fabric["cabling"].pop("sm_links", None)  # the recording predates the subnet manager's cabled ports
     ports = ibfabric.parse_ibnetdiscover_ports((DATA / "ibnetdiscover" / "tier3-miscabled.txt").read_text())
     report = ibfabric.compare(fabric, ports, expected_rate=200)
-    result = engine.audit(plan, {**collected(plan), "fabric": report})
+    result = audit(plan, {**collected(plan), "fabric": report})
     cable = [f for f in result["findings"] if f["check"] == "cable"]
     assert len(cable) == 1
     f = cable[0]
@@ -327,9 +366,9 @@ def test_a_cable_on_the_wrong_rail_from_the_recorded_fabric() -> None:
 def test_a_replaced_hca_is_found_by_its_new_guid() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
-    baseline = engine.audit(plan, data)["guids"]
+    baseline = audit(plan, data)["guids"]
     data["hosts"]["compute01"]["hca"]["ports"][4]["port_guid"] = "0xb8cef60300aa0001"
-    f = only(engine.audit(plan, {**data, "baseline": baseline}))
+    f = only(audit(plan, {**data, "baseline": baseline}))
     assert (f["host"], f["cls"], f["check"], f["subject"], f["found"]) == (
         "compute01",
         "hardware",
@@ -346,7 +385,7 @@ def test_slurm_gres_and_features_off_plan_and_an_unknown_node() -> None:
     nodes["compute01"]["gres"] = "gpu:h100:4(S:0)"
     nodes["compute02"]["features"] = "h100,infiniband"
     del nodes["compute03"]
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     got = [(f["host"], f["check"], f["subject"], f["severity"]) for f in result["findings"]]
     assert got == [
         ("compute01", "slurm", "Gres", "critical"),
@@ -373,10 +412,10 @@ def test_slurm_as_slurm_conf_says_has_no_finding_and_a_mig_node_off_plan_is_foun
                 seen[node] = {"gres": fields["Gres"] + "(S:0-1)", "features": fields["Features"], "state": "IDLE"}
     assert len({v["gres"] for v in seen.values()}) > 1 and sorted(seen) == compute_of(plan)
     data["hosts"][head]["slurm"]["nodes"] = seen
-    assert engine.audit(plan, data)["findings"] == []
+    assert audit(plan, data)["findings"] == []
     planned = seen["compute01"]["gres"].split("(")[0]
     seen["compute01"]["gres"] = "gpu:h100:8(S:0-1)"
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["check"], f["subject"], f["found"]) == ("compute01", "slurm", "Gres", "gpu:h100:8")
     assert f["planned"] == ",".join(sorted(planned.split(","))) and "gpu:h100:8" not in f["planned"]
 
@@ -387,7 +426,7 @@ def test_recorded_scontrol_output_against_the_plan() -> None:
     data = collected(plan)
     text = (DATA / "slurm" / "scontrol-show-node-d-oneliner-registered.txt").read_text()
     data["hosts"]["head01"]["slurm"]["nodes"] = audit_probe.parse_scontrol_nodes(text)
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert {(f["host"], f["check"], f["subject"]) for f in result["findings"]} == {
         (f"compute0{i}", "slurm", "features") for i in range(1, 5)
     }
@@ -397,18 +436,18 @@ def test_fail_on_threshold() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["head01"]["services"]["chrony"] = {"active": "active", "enabled": "disabled"}  # a warning
-    assert engine.audit(plan, data, {"fail_on": "warning"})["failed"] is True
-    assert engine.audit(plan, data, {"fail_on": "critical"})["failed"] is False
-    assert engine.audit(plan, data, {"fail_on": "never"})["failed"] is False
+    assert audit(plan, data, {"fail_on": "warning"})["failed"] is True
+    assert audit(plan, data, {"fail_on": "critical"})["failed"] is False
+    assert audit(plan, data, {"fail_on": "never"})["failed"] is False
 
 
 def test_an_unreached_host_fails_the_audit() -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     del data["hosts"]["compute04"]
-    result = engine.audit(plan, {**data, "unreachable": ["compute04"]}, {"fail_on": "critical"})
+    result = audit(plan, {**data, "unreachable": ["compute04"]}, {"fail_on": "critical"})
     assert result["unreachable"] == ["compute04"] and result["failed"] is True
-    assert "- compute04: not audited (unreachable)" in engine.report_markdown(result)
+    assert "- compute04: not audited (unreachable)" in report_markdown(result)
 
 
 @pytest.mark.parametrize(
@@ -418,7 +457,7 @@ def test_an_unreached_host_fails_the_audit() -> None:
 def test_bad_settings_name_the_field(settings: dict[str, Any], field: str) -> None:
     plan = plan_of("tier1")
     with pytest.raises(PlanError) as err:
-        engine.audit(plan, collected(plan), settings)
+        audit(plan, collected(plan), settings)
     assert f"'{field}'" in str(err.value)
     assert next(iter(settings.values())) in str(err.value).replace("'", "")
 
@@ -426,7 +465,7 @@ def test_bad_settings_name_the_field(settings: dict[str, Any], field: str) -> No
 def test_a_host_outside_the_plan_is_refused() -> None:
     plan = plan_of("tier1")
     with pytest.raises(PlanError, match="audit hosts"):
-        engine.audit(plan, {"hosts": {"stranger": {}}})
+        audit(plan, {"hosts": {"stranger": {}}})
 
 
 def test_drain_never_touches_a_node_someone_else_drained() -> None:
@@ -436,13 +475,13 @@ def test_drain_never_touches_a_node_someone_else_drained() -> None:
         data["hosts"][h]["gpu"]["nvlink"][0]["active"] = 0
     nodes = data["hosts"]["head01"]["slurm"]["nodes"]
     nodes["compute02"].update(state="IDLE+DRAIN", reason="operator: replace DIMM")
-    nodes["compute03"].update(state="IDLE+DRAIN", reason=f"{engine.DRAIN_PREFIX} hardware: nvlink GPU 0")
-    result = engine.audit(plan, data, {"drain_hardware": True, "fail_on": "never"})
+    nodes["compute03"].update(state="IDLE+DRAIN", reason=f"{DRAIN_PREFIX} hardware: nvlink GPU 0")
+    result = audit(plan, data, {"drain_hardware": True, "fail_on": "never"})
     assert [d["node"] for d in result["drain"]] == ["compute01", "compute03"]
     assert all(d["reason"].startswith("gpucluster-audit: hardware: nvlink GPU 0") for d in result["drain"])
     # the health check resumes only reasons starting "gpucluster:"; the audit's are not its own
-    assert not engine.DRAIN_PREFIX.startswith("gpucluster:")
-    assert engine.audit(plan, data, {"fail_on": "never"})["drain"] == []
+    assert not DRAIN_PREFIX.startswith("gpucluster:")
+    assert audit(plan, data, {"fail_on": "never"})["drain"] == []
 
 
 def test_report_has_one_line_per_finding_grouped_by_host_and_class() -> None:
@@ -451,8 +490,8 @@ def test_report_has_one_line_per_finding_grouped_by_host_and_class() -> None:
     data["hosts"]["compute01"]["files"]["/etc/slurm/slurm.conf"] = "x"
     data["hosts"]["compute01"]["gpu"]["nvlink"][2]["active"] = 17
     data["hosts"]["compute02"]["services"]["munge"] = {"active": "failed", "enabled": "enabled"}
-    result = engine.audit(plan, data)
-    md = engine.report_markdown(result)
+    result = audit(plan, data)
+    md = report_markdown(result)
     lines = md.splitlines()
     assert (
         lines.index("## compute01")
@@ -467,9 +506,9 @@ def test_report_has_one_line_per_finding_grouped_by_host_and_class() -> None:
 
 def test_host_request_follows_the_roles() -> None:
     plan = plan_of("tier3")
-    head = engine.host_request(host_view(plan, "head01"), "head01")
-    compute = engine.host_request(host_view(plan, "compute01"), "compute01")
-    oss = engine.host_request(host_view(plan, "oss01"), "oss01")
+    head = host_request(host_view(plan, "head01"), "head01")
+    compute = host_request(host_view(plan, "compute01"), "compute01")
+    oss = host_request(host_view(plan, "oss01"), "oss01")
     assert head["slurm_nodes"] and not compute["slurm_nodes"]
     assert {"slurmctld", "slurmdbd", "prometheus"} <= set(head["services"])
     assert "slurmd" in compute["services"] and "slurmctld" not in compute["services"]
@@ -478,14 +517,14 @@ def test_host_request_follows_the_roles() -> None:
     assert compute["files"] == [f["dest"] for f in plan["files"]["compute01"]]
     assert head["nft_table"] == plan["firewall"]["table"]
     with pytest.raises(PlanError, match="audit host"):
-        engine.host_request(host_view(plan, "head01"), "compute99")
+        host_request(host_view(plan, "head01"), "compute99")
 
 
 def test_host_request_in_the_lab_leaves_out_fabric_manager_unit() -> None:
     site, groups = load_inventory("tier1")
     site = {**site, "gpucluster_lab": {"enabled": True}}
     plan = cluster_plan(site, groups)
-    req = engine.host_request(host_view(plan, "dgx01"), "dgx01")
+    req = host_request(host_view(plan, "dgx01"), "dgx01")
     assert "nvidia-fabricmanager" not in req["services"]
     assert {"slurmd", "slurmctld", "munge"} <= set(req["services"])
 
@@ -498,13 +537,13 @@ def test_any_single_file_edit_is_exactly_one_drift_finding(data: st.DataObject) 
     dest = data.draw(st.sampled_from([f["dest"] for f in plan["files"][host]]))
     facts = collected(plan)
     facts["hosts"][host]["files"][dest] = data.draw(st.one_of(st.none(), st.text(min_size=1, max_size=8)))
-    f = only(engine.audit(plan, facts))
+    f = only(audit(plan, facts))
     assert (f["host"], f["cls"], f["subject"], f["fix"]) == (host, "drift", dest, f"run site.yml --limit {host}")
 
 
 def test_only_the_head_reads_the_job_environment_and_only_the_first_compute_node_the_layouts() -> None:
     plan = plan_of("tier3")
-    reqs = {h: engine.host_request(host_view(plan, h), h, "compute01") for h in sorted(plan["hosts"])}
+    reqs = {h: host_request(host_view(plan, h), h, "compute01") for h in sorted(plan["hosts"])}
     assert {h for h, r in reqs.items() if r["job_env_nodes"]} == {"head01"}
     assert reqs["head01"]["job_env_nodes"] == "compute[01-04]"  # a hostlist: O(1) in the cluster size
     assert {h for h, r in reqs.items() if r["layouts"]} == {"compute01"}
@@ -514,7 +553,7 @@ def test_only_the_head_reads_the_job_environment_and_only_the_first_compute_node
         "dirs": ["/lustre/aifs/checkpoints", "/lustre/aifs/datasets", "/lustre/aifs/home"],
     }
     # no client named (or not a compute node): nobody reads the layouts
-    assert engine.host_request(host_view(plan, "head01"), "head01", "head01")["layouts"] is None
+    assert host_request(host_view(plan, "head01"), "head01", "head01")["layouts"] is None
 
 
 def test_a_job_environment_override_is_drift_with_its_source_as_the_fix() -> None:
@@ -526,7 +565,7 @@ def test_a_job_environment_override_is_drift_with_its_source_as_the_fix() -> Non
     nodes["compute02"]["NCCL_IB_HCA"] = "=mlx5_0:1"
     nodes["compute03"]["NCCL_P2P_DISABLE"] = "1"
     nodes["compute04"]["NCCL_SOCKET_IFNAME"] = plan["nccl"]["conf"]["NCCL_SOCKET_IFNAME"]  # the plan's value
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     got = [(f["host"], f["cls"], f["check"], f["subject"], f["planned"], f["found"]) for f in result["findings"]]
     assert got == [
         ("compute02", "drift", "nccl_env", "NCCL_IB_HCA", plan["nccl"]["conf"]["NCCL_IB_HCA"], "=mlx5_0:1"),
@@ -545,7 +584,7 @@ def test_a_single_node_cluster_without_nccl_conf_still_checks_the_job_environmen
     assert plan["nccl"]["enabled"] is False
     data = collected(plan)
     data["hosts"]["dgx01"]["job_env"]["nodes"]["dgx01"] = {"NCCL_P2P_DISABLE": "1"}
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["check"], f["subject"], f["found"]) == ("dgx01", "nccl_env", "NCCL_P2P_DISABLE", "1")
 
 
@@ -557,14 +596,14 @@ def test_a_job_environment_not_read_is_unchecked_never_a_finding() -> None:
         "reason": "srun --label ... failed (rc 1): srun: error: Unable to allocate resources: Requested nodes are busy",
         "nodes": {},
     }
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert result["findings"] == [] and result["failed"] is False
     assert [(u["host"], u["check"]) for u in result["unchecked"]] == [("head01", "nccl_env")]
     assert "Requested nodes are busy" in result["unchecked"][0]["reason"]
     # a node srun did not print anything for: that node is not checked
     data = collected(plan)
     del data["hosts"]["head01"]["job_env"]["nodes"]["compute04"]
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert result["findings"] == [] and [(u["host"], u["check"]) for u in result["unchecked"]] == [
         ("compute04", "nccl_env")
     ]
@@ -578,7 +617,7 @@ def test_a_lustre_layout_reset_is_drift_fixed_by_site_yml() -> None:
     data["hosts"]["compute01"]["layouts"]["dirs"]["/lustre/aifs/checkpoints"]["layout"] = wide
     recorded = lustre_yaml.parse_getstripe_yaml((DATA / "lfs" / "datasets_tier3.yaml").read_text())
     data["hosts"]["compute01"]["layouts"]["dirs"]["/lustre/aifs/datasets"]["layout"] = recorded  # as planned
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     ckpt = plan["storage"]["lustre"]["layouts"]["checkpoints"]
     assert (f["host"], f["cls"], f["check"], f["subject"]) == ("compute01", "drift", "layout", ckpt["path"])
     assert f["planned"] == f"lfs setstripe {ckpt['setstripe_args']} {ckpt['path']}"
@@ -593,7 +632,7 @@ def test_a_missing_planned_directory_is_drift_and_an_unreadable_one_unchecked() 
     dirs = data["hosts"]["compute01"]["layouts"]["dirs"]
     dirs["/lustre/aifs/home"] = {"state": "missing", "reason": "no such directory", "layout": None}
     dirs["/lustre/aifs/datasets"] = {"state": "error", "reason": "lfs failed", "layout": None}
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     f = only(result)
     assert (f["subject"], f["found"], f["fix"]) == (
         "/lustre/aifs/home",
@@ -611,7 +650,7 @@ def test_layouts_not_read_are_unchecked(state: str) -> None:
     plan = plan_of("tier3")
     data = collected(plan)
     data["hosts"]["compute01"]["layouts"] = {"state": state, "reason": f"lfs {state}"}
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert result["findings"] == []
     assert result["unchecked"] == [{"host": "compute01", "check": "layout", "reason": f"lfs {state}"}]
 
@@ -627,7 +666,7 @@ def test_a_beegfs_pattern_off_the_plan_is_drift_fixed_by_the_plans_command() -> 
     ckpt = plan["storage"]["beegfs"]["patterns"]["checkpoints"]
     recorded = audit_probe.parse_beegfs_entryinfo((DATA / "audit" / "beegfs-getentryinfo-dir.txt").read_text())
     data["hosts"][client]["layouts"]["dirs"][ckpt["path"]]["layout"] = recorded
-    f = only(engine.audit(plan, data))
+    f = only(audit(plan, data))
     assert (f["host"], f["cls"], f["check"], f["subject"]) == (client, "drift", "layout", ckpt["path"])
     assert f["fix"] == f"on {client}: {ckpt['command']}"
     assert f"chunksize 1048576, the plan has {ckpt['chunksize']}" in f["found"]
@@ -643,12 +682,12 @@ def test_every_probe_that_could_not_run_is_unchecked_with_its_reason(probe: str,
     data = collected(plan)
     host = "compute02"
     data["hosts"][host][probe] = {"state": "error", "reason": f"{probe} timed out"}
-    result = engine.audit(plan, data)
+    result = audit(plan, data)
     assert result["findings"] == []
     assert result["unchecked"] == [{"host": host, "check": check, "reason": f"{probe} timed out"}]
     data["hosts"][host][probe] = {"state": "skipped", "reason": None}
     if probe in ("fabric_manager", "firewall"):
-        assert engine.audit(plan, data)["unchecked"] == []
+        assert audit(plan, data)["unchecked"] == []
 
 
 _NAMES = st.sampled_from(
@@ -669,7 +708,7 @@ def test_job_environment_findings_are_exactly_the_overrides(data: st.DataObject)
     )
     facts = collected(plan)
     facts["hosts"]["head01"]["job_env"]["nodes"][node] = dict(env)
-    got = {(f["host"], f["subject"]) for f in engine.audit(plan, facts)["findings"]}
+    got = {(f["host"], f["subject"]) for f in audit(plan, facts)["findings"]}
     assert got == {(node, k) for k, v in env.items() if conf.get(k) != v}
 
 
@@ -684,8 +723,8 @@ def test_mig_mode_is_planned_per_gpu_and_read_from_the_hosts_slice() -> None:
     assert view["host_config"] == {"compute02": mig["host_config"]["compute02"]}  # narrowed to the host
     assert [mig_enabled(view, "compute02", i) for i in range(8)] == [True] * 4 + [False] * 4
     data = collected(plan)
-    assert engine.audit(plan, data)["findings"] == []
+    assert audit(plan, data)["findings"] == []
     gpus = data["hosts"]["compute02"]["gpu"]["gpus"]
     gpus[5]["mig"], gpus[1]["mig"] = True, False
-    found = [(f["host"], f["check"], f["subject"], f["planned"]) for f in engine.audit(plan, data)["findings"]]
+    found = [(f["host"], f["check"], f["subject"], f["planned"]) for f in audit(plan, data)["findings"]]
     assert found == [("compute02", "mig", "GPU 1", True), ("compute02", "mig", "GPU 5", False)]

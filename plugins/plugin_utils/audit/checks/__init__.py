@@ -1,0 +1,1 @@
+"""The audit's checks, one module per concern (docs/audit.md)."""
