@@ -158,9 +158,9 @@ def audit_findings(
     Each host's registered ``facts_var`` (audit_facts' result) and ``planned_var`` (render_files'
     checksums) and the controller's plan are read raw (``HostVars.raw_get``: no templating of the whole
     plan); a host without a result was not reached."""
-    if not hasattr(source, "raw_get"):
+    if not ansible_compat.is_hostvars(source):
         raise AnsibleFilterError("gpucluster.tiers.audit_findings: input must be hostvars")
-    facts = source.raw_get(controller)
+    facts = ansible_compat.raw_host_variables(source, controller)
     plan = facts.get("gpucluster_plan") if isinstance(facts, Mapping) else None
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError(f"gpucluster.tiers.audit_findings: {controller} has no gpucluster_plan")
@@ -168,7 +168,7 @@ def audit_findings(
     planned: dict[str, Any] = {}
     unreachable: list[str] = []
     for host in [str(h) for h in hosts or []]:
-        raw = source.raw_get(host)
+        raw = ansible_compat.raw_host_variables(source, host)
         result = raw.get(facts_var) if isinstance(raw, Mapping) else None
         rendered = raw.get(planned_var) if isinstance(raw, Mapping) else None
         if not isinstance(result, Mapping) or "audit" not in result:
