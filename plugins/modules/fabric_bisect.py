@@ -346,11 +346,11 @@ def measure(module: AnsibleModule, tests: list[dict[str, Any]]) -> dict[str, Any
             text = log.read()
             log.close()
             test["rc"] = rc
-            test["output_tail"] = text[-2000:]
             if test["kind"] == "all_reduce":
                 value = bisect.all_reduce_busbw(text, p["gate_bytes"])
                 results[test["id"]] = value
                 if value is None:
+                    test["output_tail"] = text[-2000:]
                     tail = " | ".join(x.strip() for x in text.splitlines() if x.strip())[-300:]
                     results[f"error:{test['id']}"] = f"srun rc {rc}, no all_reduce_perf result: {tail or 'no output'}"
             else:
@@ -358,6 +358,7 @@ def measure(module: AnsibleModule, tests: list[dict[str, Any]]) -> dict[str, Any
                 results[test["id"]] = figures
                 missing = [r["rail"] for r in test["rails"] if r["rail"] not in figures]
                 if missing:
+                    test["output_tail"] = text[-2000:]
                     why = errors.get(missing[0]) or f"srun rc {rc}: {text.strip()[-300:] or 'no output'}"
                     results[f"error:{test['id']}"] = why
     return results
