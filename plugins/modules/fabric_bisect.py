@@ -192,10 +192,9 @@ tests:
   elements: dict
 """
 
+import concurrent.futures  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -333,18 +332,16 @@ def measure(module: AnsibleModule, tests: list[dict[str, Any]]) -> dict[str, Any
     p = module.params
     results: dict[str, Any] = {}
     for wave in waves([t for t in tests if t["kind"] != "inferred"]):
-        running = []
+        jobs = []
         for test in wave:
             argv, extra = command(test, p)
             test["command"] = [*argv[:-2], "<pair script>", argv[-1]] if test["kind"] == "ib_write_bw" else argv
-            log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (read and closed after the wait below)
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **extra}, text=True)
-            running.append((test, proc, log))
-        for test, proc, log in running:
-            rc = proc.wait()  # srun returns when its job ends (timeout kills it after p["timeout"] + 30 s)
-            log.seek(0)
-            text = log.read()
-            log.close()
+            jobs.append((test, argv, extra))
+        # one thread per srun of the wave: each returns when its job ends (timeout kills it after p["timeout"] + 30 s)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            done = list(pool.map(lambda job: module.run_command(job[1], environ_update=job[2], check_rc=False), jobs))
+        for (test, _argv, _extra), (rc, stdout, stderr) in zip(jobs, done, strict=True):
+            text = stdout + ("\n" + stderr if stderr else "")
             test["rc"] = rc
             if test["kind"] == "all_reduce":
                 value = bisect.all_reduce_busbw(text, p["gate_bytes"])
