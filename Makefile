@@ -98,5 +98,5 @@ clean: ## remove build output
 	rm -rf build
 
 # more targets, one folder: mk/lab.mk (the container lab), mk/ci.mk (runner, collection, EE, docs),
-# mk/audit.mk (the running cluster against its plan)
-include mk/lab.mk mk/ci.mk mk/audit.mk
+# mk/audit.mk (the running cluster against its plan), mk/bisect.mk (the slow node behind a slow all_reduce)
+include mk/lab.mk mk/ci.mk mk/audit.mk mk/bisect.mk
