@@ -315,6 +315,7 @@ def _roce_tier2() -> tuple[dict[str, Any], dict[str, list[str]]]:
     raw, groups = load_inventory("tier2")
     raw = copy.deepcopy(raw)
     raw["gpucluster_fabric"] = {**raw["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26}}
+    raw["gpucluster_fabric"].pop("infiniband")  # an InfiniBand section on RoCE is refused (inventory/rules.py)
     return raw, groups
 
 
