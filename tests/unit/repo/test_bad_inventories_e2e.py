@@ -163,3 +163,21 @@ def test_a_shared_ansible_host_names_the_file_it_was_set_in(tmp_path: Path) -> N
     out = _plan(inv, tmp_path)
     assert "inventory field 'hostvars.compute02.ansible_host'" in out
     assert f"(set in {inv / 'host_vars' / 'compute02.yml'}:1)" in out
+
+
+def test_a_site_variable_under_a_group_in_the_hosts_file_is_refused(tmp_path: Path) -> None:
+    inv = _copy(tmp_path)
+    hosts = inv / "hosts.yml"
+    group = "    compute:\n      hosts:\n        dgx01:\n"
+    hosts.write_text(hosts.read_text().replace(group, group + "      vars:\n        gpucluster_tenants: []\n"))
+    out = _plan(inv, tmp_path)
+    assert "inventory field 'gpucluster_tenants'" in out
+    assert "a value set on group all only" in out
+
+
+def test_a_registry_credential_no_declared_secret_provides_stops_the_plan(tmp_path: Path) -> None:
+    inv = _copy(tmp_path, "tier3")
+    (inv / "group_vars" / "all" / "secrets.yml").write_text("gpucluster_secrets: [ngc_old]\n")
+    out = _plan(inv, tmp_path)
+    assert "inventory field 'gpucluster_containers.registries[0].credential': value 'ngc'" in out
+    assert "one of the secrets the site declares (gpucluster_secrets: ngc_old)" in out
