@@ -299,6 +299,8 @@ def test_lustre_and_the_subnet_manager_default_in_the_site_model() -> None:
     raw = copy.deepcopy(raw)
     lustre = {k: v for k, v in raw["gpucluster_storage"]["lustre"].items() if k not in ("fsname", "mount_point")}
     raw["gpucluster_storage"] = {**raw["gpucluster_storage"], "lustre": lustre}
+    # the paths on the default mount point (checkpoints off the shared file system are refused: inventory/rules.py)
+    raw["gpucluster_storage"]["paths"] = {k: f"/lustre/lustre/{k}" for k in raw["gpucluster_storage"]["paths"]}
     s = load_site(raw, groups)
     assert (s.lustre_model.fsname, s.lustre_model.mount_point, s.lustre_model.lnet_net) == (
         "lustre",
