@@ -20,6 +20,11 @@ description:
     tiers (with C(unparsed_is_failed), as this project's C(ansible.cfg) sets, the run stops there).
   - Reads the folder as Ansible reads an inventory folder given by path - C(hosts.yml), then
     C(group_vars/<group>.yml) or C(group_vars/<group>/*.yml) and C(host_vars) alike.
+  - Every file it reads (C(hosts.yml), C(group_vars/), C(host_vars/)) is first read as YAML parser events, and a
+    file nested more than 256 levels deep or with more than 10,000 aliases stops the run naming the file, the
+    line and the limit (libyaml itself stops at 1,000 levels naming neither); the same for a YAML inventory file
+    the yaml plugin refused. For an inventory given by path, the vars plugin C(gpucluster.tiers.yaml_limits)
+    checks its C(group_vars/) and C(host_vars/).
   - Enable it in C(ansible.cfg), after the built-in plugins - C([inventory] enable_plugins).
 author:
   - gpucluster.tiers developers (!UNKNOWN)
@@ -82,6 +87,46 @@ def _var_files(base: Path, name: str) -> list[Path]:
     return files
 
 
+def check_yaml_files(places: list[Path], error: type[Exception] = AnsibleParserError) -> None:
+    """Raise ``error`` naming the file, the line and the limit for the first YAML file of ``places`` (files, or
+    folders read recursively as host_group_vars reads them: .yml, .yaml, .json or no suffix, hidden ones
+    skipped) that nests deeper or holds more aliases than trust.py's file limits, before Ansible loads it."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.trust import (
+        yaml_limit_message,
+        yaml_limits,
+    )
+
+    for place in places:
+        if place.is_file():
+            files = [place]
+        elif place.is_dir():
+            files = sorted(
+                p
+                for p in place.rglob("*")
+                if p.is_file()
+                and p.suffix in ("", *VAR_SUFFIXES)
+                and not any(part.startswith(".") for part in p.relative_to(place).parts)
+            )
+        else:
+            continue
+        for file in files:
+            with open(file, "rb") as handle:  # streamed: a large file is never held whole
+                found = yaml_limits(handle)
+            if found:
+                raise error(yaml_limit_message(str(file), *found))
+
+
+def _too_deep(path: str) -> bool:
+    """A YAML inventory file over trust.py's file limits (the yaml plugin refused it with libyaml's message)."""
+    if not path.endswith((".yml", ".yaml")) or not os.path.isfile(path):
+        return False
+    try:
+        check_yaml_files([Path(path)])
+    except AnsibleParserError:
+        return True
+    return False
+
+
 def _coerced_hosts(path: str) -> list[tuple[str, int, str]]:
     """Host names of a YAML inventory file YAML reads as no name (``yes:``, ``null:``, ``010:``): this plugin
     comes after the yaml plugin (ansible.cfg), so it is asked only for a file the yaml plugin refused."""
@@ -100,10 +145,16 @@ class InventoryModule(BaseInventoryPlugin):
 
     def verify_file(self, path: str) -> bool:
         name = os.path.basename(os.path.normpath(path))
-        return (not os.path.exists(path) and bool(TIER_NAME.fullmatch(name))) or bool(_coerced_hosts(path))
+        return (
+            (not os.path.exists(path) and bool(TIER_NAME.fullmatch(name)))
+            or bool(_coerced_hosts(path))
+            or _too_deep(path)
+        )
 
     def parse(self, inventory, loader, path, cache=True):  # type: ignore[no-untyped-def]
         super().parse(inventory, loader, path, cache=cache)
+        if os.path.isfile(path):  # the yaml plugin refused it: too deep (libyaml names no file), or a coerced host
+            check_yaml_files([Path(path)])
         coerced = _coerced_hosts(path)
         if coerced:  # the yaml plugin refused this file ("Host pattern True must be a string"): name the host
             raise AnsibleParserError(
@@ -121,6 +172,8 @@ class InventoryModule(BaseInventoryPlugin):
                 f"inventory source {path!r} is neither a file, a folder nor a reference tier; "
                 f"known tiers: {', '.join(sorted(tiers)) or 'none (no inventories/ folder found)'}"
             )
+        # every file this plugin loads, checked for nesting and aliases before any is loaded
+        check_yaml_files([folder / "hosts.yml", folder / "group_vars", folder / "host_vars"])
         yaml_plugin = inventory_loader.get("ansible.builtin.yaml")
         yaml_plugin.parse(inventory, loader, str(folder / "hosts.yml"), cache=False)
         for kind, names in (("group_vars", list(inventory.groups)), ("host_vars", list(inventory.hosts))):

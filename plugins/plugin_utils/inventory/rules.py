@@ -6,20 +6,23 @@ kinds), before any engine module derives a value, so each error names the field 
 - outside the container lab, volatile and linked system folders (``/var/run`` is a link to ``/run``, a
   tmpfs emptied at boot; ``/tmp``, ``/var/tmp`` are cleaned; ``/dev/shm`` is memory) as any data, staging,
   state or mount path; anywhere, a path component longer than NAME_MAX (255 bytes);
-- the storage paths: home, checkpoints and datasets apart (none inside another);
+- the storage paths: home, checkpoints and datasets apart (none inside another, none the same), the
+  checkpoints on the shared file system of a shared storage type (on the NVMe array for local_nvme);
 - mount options per purpose: the Slurm controllers' shared state must be mounted read-write;
 - sizes in their units' physical ranges: Lustre stripe sizes and counts, rated storage bandwidth above zero
   (an override such as ``allow_storage_below_need`` lowers a floor, never makes a rate negative), a circuit
   voltage above zero checked before any formula divides by it;
-- a section for another fabric or storage type (a ``gpucluster_fabric.roce`` block on an InfiniBand site,
-  an ``nfs`` section on a Lustre site) and storage server groups of another storage type;
+- a section for another fabric or storage type (a ``gpucluster_fabric.roce`` block on an InfiniBand site, an
+  ``infiniband`` section on a RoCE or TCP site, an ``nfs`` section on a Lustre site) and storage server
+  groups of another storage type;
 - a QOS preemption cycle (A preempts B, B preempts A), with Slurm's built-in QOS merged in;
 - a node as bought: an SXM board holds 4 or 8 GPUs, the compute NICs are counted against the GPUs the
   user set (more NICs than ``gpus_per_node`` names ``gpus_per_node``), a compute NIC no slower than the fabric;
 - a fabric pool's ``first_offset`` inside its rail (named, not the derived subnet);
 - the cluster's name a DNS-1123 label on the Kubernetes path (it names objects), and never ending in
   '-', '.' or '_'; ``localhost`` as an inventory host (the plan runs there); a host both a compute node and
-  a storage server.
+  a storage server;
+- every registry credential NAME one of the secrets the site declares (``gpucluster_secrets``).
 
 Pure Python, no I/O.
 """
@@ -71,6 +74,8 @@ SERVER_GROUPS = {
     "local_nvme": frozenset(),
 }
 STORAGE_SECTIONS = STORAGE_TYPES
+#: a secret's name, as compute/containers.py reads a registry's credential name
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -167,6 +172,7 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
                 f"a folder of its own, apart from {p}.paths.{outer} ({paths[outer]}): home, checkpoints and "
                 "datasets get their own layouts, quotas and purge rules",
             )
+    _check_checkpoints(storage, paths.get("checkpoints"))
     layouts = _map(_map(storage.get("lustre")).get("layouts"))
     for name, components in layouts.items():
         for i, comp in enumerate(components if isinstance(components, list) else []):
@@ -191,6 +197,44 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
                 )
 
 
+def storage_mounts(storage: dict[str, Any]) -> list[str]:
+    """Where the storage of the site's type is mounted on a compute node, as site.py's Storage.mount_points
+    reads it (the section's ``mount_point`` and its exports'), Lustre's default ``/lustre/<fsname>`` too."""
+    kind = storage.get("type")
+    section = _map(storage.get(kind)) if isinstance(kind, str) else {}
+    found = [
+        _map(e).get("mount_point") for e in section.get("exports") or [] if isinstance(section.get("exports"), list)
+    ]
+    found.append(section.get("mount_point"))
+    if kind == "lustre" and not isinstance(section.get("mount_point"), str):
+        found.append(f"/lustre/{section.get('fsname', 'lustre')}")  # site.py's Lustre default
+    return [m for m in found if isinstance(m, str) and m.startswith("/")]
+
+
+def _check_checkpoints(storage: dict[str, Any], checkpoints: Any) -> None:
+    """The checkpoint path on the file system every node mounts (a shared type: storage/checkpoint.py
+    SHARED_TYPES), or on the node's NVMe array (local_nvme: tier1 saves to local NVMe, one node)."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import SHARED_TYPES
+
+    kind = storage.get("type")
+    mounts = storage_mounts(storage)
+    if not isinstance(checkpoints, str) or not mounts or kind not in (*SHARED_TYPES, "local_nvme"):
+        return
+    where = (
+        f"the shared file system of {kind} ({', '.join(mounts)}): every node of a job writes its shard there "
+        "and every node reads it back after a restart (the async drain copies to it)"
+        if kind in SHARED_TYPES
+        else f"the node's NVMe array (gpucluster_storage.local_nvme.mount_point {mounts[0]}): tier1 saves "
+        "checkpoints there; a path on the root disk fills it"
+    )
+    require(
+        any(_under(_clean(checkpoints), _clean(m)) for m in mounts),
+        "gpucluster_storage.paths.checkpoints",
+        checkpoints,
+        f"a folder on {where}",
+    )
+
+
 def check_fabric(raw: dict[str, Any]) -> None:
     """No section of another fabric type; every compute NIC at least the fabric's link rate."""
     p = "gpucluster_fabric"
@@ -202,6 +246,13 @@ def check_fabric(raw: dict[str, Any]) -> None:
         "<a roce section>",
         f"a roce section only on a RoCE fabric ({p}.type roce, here {kind}): its traffic class, PFC and ECN "
         "settings would be ignored; remove it, or set type to the fabric the site has",
+    )
+    require(
+        kind == "infiniband" or fabric.get("infiniband") is None,
+        f"{p}.infiniband",
+        "<an infiniband section>",
+        f"an infiniband section only on an InfiniBand fabric ({p}.type infiniband, here {kind}): its subnet "
+        "manager, partition key and service level would be ignored; remove it, or set type to the fabric the site has",
     )
     rate = fabric.get("link_rate_gbps")
     nics = _map(raw.get("gpucluster_node")).get("nics")
@@ -382,6 +433,48 @@ def check_names(raw: dict[str, Any], groups: dict[str, list[str]], scheduler: An
         )
 
 
+def check_credentials(raw: dict[str, Any]) -> None:
+    """Every registry credential NAME one of the secrets the site declares (``gpucluster_secrets``), at plan
+    time: the secret store is the site's, so the inventory names what it holds and the plan checks against
+    that list instead of a credential nobody provides being found later, by a user's failed pull."""
+    p = "gpucluster_secrets"
+    declared = raw.get(p)
+    if declared is not None:
+        require(isinstance(declared, list), p, declared, "a list of secret NAMES ([ngc, registry_ro])")
+        seen: set[str] = set()
+        for i, name in enumerate(declared):
+            require(
+                isinstance(name, str) and bool(SECRET_NAME.fullmatch(name)),
+                f"{p}[{i}]",
+                name,
+                "a secret's NAME in the site's secret store (a letter or '_', then letters, digits, '_'; at most 64), "
+                "never its value",
+            )
+            require(name not in seen, f"{p}[{i}]", name, "each secret name once")
+            seen.add(name)
+    registries = _map(raw.get("gpucluster_containers")).get("registries")
+    names = sorted(str(n) for n in declared) if isinstance(declared, list) else []
+    for i, entry in enumerate(registries if isinstance(registries, list) else []):
+        credential = _map(entry).get("credential")
+        if not isinstance(credential, str):
+            continue  # none: anonymous; another type: compute/containers.py names it
+        require(
+            declared is not None,
+            f"gpucluster_containers.registries[{i}].credential",
+            credential,
+            f"the name of a secret the site declares, but it declares none: add {p}: [{credential}] to "
+            "group_vars/all/ (the NAMES of the secrets its secret store holds, never their values; "
+            "docs/inventory.md, gpucluster_secrets)",
+        )
+        require(
+            credential in names,
+            f"gpucluster_containers.registries[{i}].credential",
+            credential,
+            f"one of the secrets the site declares ({p}: {', '.join(names) or 'none'}): add it there once "
+            "the secret store holds it, or correct the name",
+        )
+
+
 def check_rules(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
     """Raise PlanError for the first value of round three's rules (module docstring)."""
     cluster = _map(raw.get("gpucluster_cluster"))
@@ -394,3 +487,4 @@ def check_rules(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
     check_storage(raw, groups)
     check_qos(raw)
     check_slurm_state(raw)
+    check_credentials(raw)

@@ -42,6 +42,15 @@ MAX_STRING = 4096
 #: a host name: RFC 1123 (253 characters in all, 63 per dot-separated label).
 MAX_HOST_NAME = 253
 MAX_LABEL = 63
+#: a YAML FILE's deepest nesting (mappings and sequences, the file's own levels included), checked on the
+#: parser's events before Ansible loads the file: libyaml stops at 1,000 levels with "exceeded maximum nesting
+#: depth" and no file or line, and Python's constructors recurse per level. 256 is far below both and far above
+#: a real inventory (hosts.yml's all/children/group/hosts/host/vars plus a variable's 32), so a value nested
+#: 33 to 255 levels still reaches check_value, whose error names the field.
+MAX_FILE_DEPTH = 256
+#: most aliases (``*name``) in one YAML file: no reference inventory uses one; each is a reference the
+#: variable walk follows (check_value counts what they expand to, naming the field).
+MAX_FILE_ALIASES = 10_000
 #: where the lab's settings may come from: lab/overlay/ and lab/overlay-<scenario>/ of this collection.
 LAB_VARIABLE = "gpucluster_lab"
 LAB_OVERLAY = re.compile(r"overlay(-[a-z0-9][a-z0-9-]*)?")
@@ -212,3 +221,57 @@ def coerced_host_names(text: str) -> list[tuple[str, int, str]]:
                         found.append((host.value, host.start_mark.line + 1, reading))
             stack.append((value, depth + 1))
     return sorted(found, key=lambda f: f[1])
+
+
+def yaml_limits(text: str | bytes) -> tuple[int, str] | None:
+    """(line, what is over) for the first place a YAML document goes deeper than :data:`MAX_FILE_DEPTH` or
+    uses more than :data:`MAX_FILE_ALIASES` aliases, else None; None too for text that is no YAML (Ansible's
+    own error names the file and line).
+
+    Reads the parser's events (yaml.parse): one pass, no recursion, nothing constructed, an alias not
+    expanded, and it stops at the first event over a limit. libyaml's scanner refuses 1,000 nested flow levels
+    itself before its parser emits them: that error's own line is taken (libyaml's message names no file)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return _limits_in(yaml.parse(text, Loader=loader))
+    except yaml.MarkedYAMLError as error:
+        if "maximum nesting depth" in str(error.problem):
+            mark = error.context_mark or error.problem_mark
+            return (mark.line + 1 if mark is not None else 0), f"nests more than {MAX_FILE_DEPTH} levels deep"
+        return None
+    except yaml.YAMLError:
+        return None
+
+
+def _limits_in(events: Any) -> tuple[int, str] | None:
+    import yaml
+
+    depth = aliases = 0
+    for event in events:
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_FILE_DEPTH:
+                return _line(event), f"nests more than {MAX_FILE_DEPTH} levels deep"
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_FILE_ALIASES:
+                return _line(event), f"uses more than {MAX_FILE_ALIASES} aliases (*name)"
+    return None
+
+
+def _line(event: Any) -> int:
+    mark = getattr(event, "start_mark", None)
+    return mark.line + 1 if mark is not None else 0
+
+
+def yaml_limit_message(path: str, line: int, what: str) -> str:
+    """The error for :func:`yaml_limits`' finding in the file ``path``."""
+    return (
+        f"{path}:{line}: the YAML {what}: at most {MAX_FILE_DEPTH} levels of nested mappings and lists in one "
+        f"file and {MAX_FILE_ALIASES} aliases (a site variable holds at most {MAX_DEPTH} levels); checked before "
+        "Ansible reads the file (docs/security.md, 'Inventory trust')"
+    )

@@ -460,7 +460,7 @@ def secret_shape(value: Any, *, name: bool = False) -> str | None:
 
 
 #: Fields that hold the NAME of a secret (the secret itself comes from the site's secret store).
-SECRET_NAME_FIELDS = ("gpucluster_containers.registries[].credential",)
+SECRET_NAME_FIELDS = ("gpucluster_containers.registries[].credential", "gpucluster_secrets[]")
 
 
 def value_strings(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:

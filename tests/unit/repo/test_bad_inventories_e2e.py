@@ -104,6 +104,37 @@ def test_nesting_deeper_than_the_limit_names_the_field_and_file(tmp_path: Path) 
     assert f"(set in {deep}:1)" in out
 
 
+@pytest.mark.parametrize("style", ["flow", "block"])
+def test_nesting_past_libyaml_names_the_file_and_line_before_ansible_loads_it(tmp_path: Path, style: str) -> None:
+    inv = _copy(tmp_path)
+    deep = inv / "group_vars" / "all" / "deep.yml"
+    if style == "flow":  # libyaml's own limit (1,000 flow levels) gives a message without file or line
+        deep.write_text("x: 1\ngpucluster_workload_extra: " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        deep.write_text("gpucluster_workload_extra:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 5000)))
+    out = _plan(inv, tmp_path)
+    line = 2 if style == "flow" else 257
+    assert f"{deep}:{line}: the YAML nests more than 256 levels deep" in out
+    assert "maximum nesting depth" not in out, "libyaml never reads it"
+
+
+def test_a_hosts_file_nested_past_the_limit_is_named(tmp_path: Path) -> None:
+    inv = _copy(tmp_path)
+    hosts = inv / "hosts.yml"
+    hosts.write_text(hosts.read_text() + "    deep:\n      vars:\n        x: " + "[" * 3000 + "]" * 3000 + "\n")
+    out = _plan(inv, tmp_path)
+    assert f"{hosts}:" in out and "nests more than 256 levels deep" in out
+
+
+def test_too_many_aliases_in_a_vars_file_are_named(tmp_path: Path) -> None:
+    inv = _copy(tmp_path)
+    many = inv / "host_vars" / "compute01.yml"
+    many.parent.mkdir(exist_ok=True)
+    many.write_text("x_base: &b 1\nx_refs: [" + ", ".join(["*b"] * 10001) + "]\n")
+    out = _plan(inv, tmp_path)
+    assert f"{many}:2: the YAML uses more than 10000 aliases" in out
+
+
 def test_lab_settings_in_a_production_inventory_are_refused(tmp_path: Path) -> None:
     inv = _copy(tmp_path)
     lab = inv / "group_vars" / "all" / "lab.yml"
@@ -132,3 +163,21 @@ def test_a_shared_ansible_host_names_the_file_it_was_set_in(tmp_path: Path) -> N
     out = _plan(inv, tmp_path)
     assert "inventory field 'hostvars.compute02.ansible_host'" in out
     assert f"(set in {inv / 'host_vars' / 'compute02.yml'}:1)" in out
+
+
+def test_a_site_variable_under_a_group_in_the_hosts_file_is_refused(tmp_path: Path) -> None:
+    inv = _copy(tmp_path)
+    hosts = inv / "hosts.yml"
+    group = "    compute:\n      hosts:\n        dgx01:\n"
+    hosts.write_text(hosts.read_text().replace(group, group + "      vars:\n        gpucluster_tenants: []\n"))
+    out = _plan(inv, tmp_path)
+    assert "inventory field 'gpucluster_tenants'" in out
+    assert "a value set on group all only" in out
+
+
+def test_a_registry_credential_no_declared_secret_provides_stops_the_plan(tmp_path: Path) -> None:
+    inv = _copy(tmp_path, "tier3")
+    (inv / "group_vars" / "all" / "secrets.yml").write_text("gpucluster_secrets: [ngc_old]\n")
+    out = _plan(inv, tmp_path)
+    assert "inventory field 'gpucluster_containers.registries[0].credential': value 'ngc'" in out
+    assert "one of the secrets the site declares (gpucluster_secrets: ngc_old)" in out

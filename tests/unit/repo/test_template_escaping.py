@@ -63,6 +63,8 @@ def tricky_inventory(tier: str, **fabric: Any) -> tuple[dict[str, Any], dict[str
     site = copy.deepcopy(site)
     site["gpucluster_cluster"].update(name=NAME, domain=DOMAIN)
     site["gpucluster_fabric"].update(fabric)
+    if site["gpucluster_fabric"].get("type") != "infiniband":  # an infiniband section on another fabric is refused
+        site["gpucluster_fabric"].pop("infiniband", None)
     net = site["gpucluster_network"]
     net["ntp_servers"] = NTP
     net["management"]["interface"] = _netdev(net["management"]["interface"])

@@ -74,3 +74,25 @@ def test_only_missing_paths_that_look_like_a_tier_are_taken(tmp_path: Path) -> N
     assert not plugin.verify_file(str(ROOT / "inventories" / "tier3"))  # an existing folder: Ansible's own
     assert not plugin.verify_file(str(tmp_path / "hosts"))  # another missing path: left to Ansible
     assert not plugin.verify_file("compute01,compute02")
+
+
+def test_a_tier_by_name_with_a_vars_file_nested_past_libyaml_names_the_file(tmp_path: Path) -> None:
+    """-i tierN: the plugin loads the var files itself, each checked first (trust.yaml_limits)."""
+    shutil.copytree(ROOT / "inventories" / "tier1", tmp_path / "inventories" / "tier1")
+    deep = tmp_path / "inventories" / "tier1" / "group_vars" / "all" / "deep.yml"
+    deep.write_text("x: " + "[" * 5000 + "]" * 5000 + "\n")
+    run = _inventory("tier1", tmp_path, "--list")
+    assert run.returncode != 0
+    assert f"{deep}:1: the YAML nests more than 256 levels deep" in run.stdout + run.stderr
+
+
+def test_vars_plugin_checks_group_vars_of_a_path_before_host_group_vars(tmp_path: Path) -> None:
+    """-i <folder>: gpucluster.tiers.yaml_limits (ansible.cfg, before host_group_vars) names the file."""
+    inv = tmp_path / "tier1"
+    shutil.copytree(ROOT / "inventories" / "tier1", inv)
+    deep = inv / "host_vars" / "compute01" / "deep.yml"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("x:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 2000)))
+    run = _inventory(str(inv), ROOT, "--list")
+    assert run.returncode != 0
+    assert f"{deep}:257: the YAML nests more than 256 levels deep" in run.stdout + run.stderr

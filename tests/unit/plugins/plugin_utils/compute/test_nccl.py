@@ -250,6 +250,7 @@ def test_malformed_bus_and_unknown_choice() -> None:
 def test_file_needs_an_rdma_fabric() -> None:
     site, groups = _opted_in()
     site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "type": "tcp"}
+    site["gpucluster_fabric"].pop("infiniband", None)  # refused on another fabric itself (inventory/rules.py)
     assert _plan_error(site, groups).field == "gpucluster_node.nccl_topology"
 
 

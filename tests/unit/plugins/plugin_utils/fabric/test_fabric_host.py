@@ -41,6 +41,8 @@ def _site(tier: str, **fabric: Any) -> tuple[dict[str, Any], dict[str, list[str]
     site, groups = load_inventory(tier)
     site = copy.deepcopy(site)
     site["gpucluster_fabric"] = {**site["gpucluster_fabric"], **fabric}
+    if site["gpucluster_fabric"].get("type") != "infiniband":  # refused on another fabric (inventory/rules.py)
+        site["gpucluster_fabric"].pop("infiniband", None)
     return site, groups
 
 

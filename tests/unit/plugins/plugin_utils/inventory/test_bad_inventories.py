@@ -829,6 +829,7 @@ def layout(**component: Any) -> Callable[[Inventory], None]:
 VOLATILE = "a folder that survives a reboot"
 APART = "a folder of its own, apart from"
 OTHER_STORAGE = "only the section of the site's storage type"
+ON_SHARED = "a folder on the shared file system of "
 OTHER_GROUP = "storage server groups of the site's storage type"
 RATE = "a rate in GB/s above 0"
 STRIPE = "a multiple of 64 KiB (65536 bytes) of at most 4 GiB"
@@ -913,6 +914,11 @@ ROUND3 = [
         value=-5,
     ),
     r2("home-is-checkpoints", f"{ST}.paths.home", "/lustre/aifs/checkpoints", APART, field=f"{ST}.paths.checkpoints"),
+    r2("checkpoints-off-lustre", f"{ST}.paths.checkpoints", "/srv/checkpoints", ON_SHARED + "lustre (/lustre/aifs)"),
+    r2("checkpoints-off-nfs", f"{ST}.paths.checkpoints", "/data/checkpoints", ON_SHARED + "nfs (/shared)", "tier2"),
+    r2("checkpoints-beside-lustre", f"{ST}.paths.checkpoints", "/lustre/aifs2/ckpt", ON_SHARED, "tier3"),
+    r2("checkpoints-off-nvme", f"{ST}.paths.checkpoints", "/srv/checkpoints", "the node's NVMe array", "tier1"),
+    r2("checkpoints-is-datasets", f"{ST}.paths.checkpoints", "/lustre/aifs/datasets", APART),
     r2("datasets-inside-home", f"{ST}.paths.datasets", "/lustre/aifs/home/data", APART),
     r2("checkpoints-inside-datasets", f"{ST}.paths.checkpoints", "/lustre/aifs/datasets/ckpt", APART),
     Case("stripe-1e30", layout(stripe_size=10**30), f"{LU}.layouts.checkpoints[0].stripe_size", STRIPE, value=10**30),
@@ -962,6 +968,21 @@ ROUND3 = [
     Case(
         "roce-block-on-none", put(f"{FAB}.roce", {"dscp": 26}), f"{FAB}.roce", "here none", "tier1", "<a roce section>"
     ),
+    Case(
+        "ib-section-on-roce",
+        put(f"{FAB}.type", "roce"),
+        f"{FAB}.infiniband",
+        "an infiniband section only on an InfiniBand fabric (gpucluster_fabric.type infiniband, here roce)",
+        value="<an infiniband section>",
+    ),
+    Case(
+        "ib-section-on-tcp",
+        put(f"{FAB}.type", "tcp"),
+        f"{FAB}.infiniband",
+        "here tcp",
+        "tier2",
+        "<an infiniband section>",
+    ),
     r2("nic-slower-than-fabric", f"{NODE}.nics[0].rate_gbps", 200, "at least the fabric's link rate"),
     r2("fabric-first-offset-past-rail", f"{NET}.fabric.first_offset", 300, "inside one rail (a /24: rail_prefix)"),
     r2("mgmt-first-offset-past-net", f"{NET}.management.first_offset", 256, "inside the network (a /24)"),
@@ -984,6 +1005,44 @@ ROUND3 = [
     r2("team-kuberay", f"{TEN}[0].name", "kuberay-operator", NAMESPACE, K8),
     r2("team-network-operator", f"{TEN}[0].name", "nvidia-network-operator", NAMESPACE, K8),
     r2("team-monitoring", f"{TEN}[0].name", "monitoring", NAMESPACE, K8),
+    # --- registry credentials: each a secret the site declares (gpucluster_secrets), checked at plan time
+    Case(
+        "credential-undeclared",
+        put("gpucluster_containers.registries[0].credential", "quay_ro"),
+        "gpucluster_containers.registries[0].credential",
+        "one of the secrets the site declares (gpucluster_secrets: ngc)",
+        value="quay_ro",
+    ),
+    Case(
+        "credential-no-secrets-declared",
+        put("gpucluster_secrets", DROP),
+        "gpucluster_containers.registries[0].credential",
+        "it declares none: add gpucluster_secrets: [ngc]",
+        value="ngc",
+    ),
+    Case(
+        "credential-case-differs",
+        put("gpucluster_containers.registries[0].credential", "NGC"),
+        "gpucluster_containers.registries[0].credential",
+        "or correct the name",
+        value="NGC",
+    ),
+    r2("secrets-name-space", "gpucluster_secrets[0]", "ngc key", "a secret's NAME in the site's secret store"),
+    Case(
+        "secrets-name-twice",
+        put("gpucluster_secrets", ["ngc", "ngc"]),
+        "gpucluster_secrets[1]",
+        "each secret name once",
+        value="ngc",
+    ),
+    r2("secrets-not-a-list", "gpucluster_secrets", "ngc", "a list: the NAMES of the secrets"),
+    Case(
+        "secrets-holds-a-token",
+        put("gpucluster_secrets[0]", GITHUB_TOKEN),
+        "gpucluster_secrets[0]",
+        "looks like a secret",
+        value=HIDDEN,
+    ),
     # --- a credential NAME shaped like a secret: refused, never echoed
     Case(
         "credential-github-token",

@@ -184,3 +184,34 @@ def test_a_runs_own_results_are_not_inventory_data() -> None:
             "localhost",
             frozenset(),
         )
+
+
+# --- a YAML file's nesting and aliases, read as parser events before Ansible loads the file
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("x: 1\na: " + "[" * 5000 + "]" * 5000 + "\n", 2, "nests more than 256"),  # libyaml's own limit: its line
+        ("a: " + "{b: " * 300 + "}" * 300 + "\n", 1, "nests more than 256"),
+        ("a:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 400)), 257, "nests more than 256"),
+        ("a: &x 1\nb: [" + ", ".join(["*x"] * (trust.MAX_FILE_ALIASES + 1)) + "]\n", 2, "uses more than 10000"),
+    ],
+)
+def test_a_yaml_file_over_the_limits_is_found_with_its_line(text: str, line: int, what: str) -> None:
+    found = trust.yaml_limits(text)
+    assert found is not None and found[0] == line and found[1].startswith(what)
+    message = trust.yaml_limit_message("group_vars/all/deep.yml", *found)
+    assert message.startswith(f"group_vars/all/deep.yml:{line}: the YAML {what}")
+
+
+@given(st.integers(1, trust.MAX_FILE_DEPTH))
+def test_nesting_up_to_the_limit_is_left_to_the_variable_checks(levels: int) -> None:
+    """Up to 256 levels the file loads, and check_value names the field (32 levels per variable)."""
+    assert trust.yaml_limits("[" * levels + "]" * levels) is None
+    assert trust.yaml_limits("[" * (levels + trust.MAX_FILE_DEPTH) + "]" * (levels + trust.MAX_FILE_DEPTH))
+
+
+def test_text_that_is_no_yaml_is_left_to_ansible() -> None:
+    assert trust.yaml_limits("a: [1, 2\nb: : c") is None
+    assert trust.yaml_limits(b"a: &x [1]\nb: *x\n") is None  # bytes and a few aliases are fine

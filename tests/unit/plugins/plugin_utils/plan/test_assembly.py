@@ -74,6 +74,7 @@ def test_roce_site_gets_traffic_class_106(tier3: tuple[dict[str, Any], dict[str,
     """dossier 7.2: ToS = DSCP x 4 + ECT(0); DSCP 26 -> NCCL_IB_TC=106."""
     site, groups = tier3
     site["gpucluster_fabric"] = {**site["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26}}
+    site["gpucluster_fabric"].pop("infiniband")  # an InfiniBand section on RoCE is refused (inventory/rules.py)
     plan = cluster_plan(site, groups)
     assert plan["nccl"]["conf"]["NCCL_IB_TC"] == "106"
     assert plan["fabric"]["roce"]["traffic_class"] == 106

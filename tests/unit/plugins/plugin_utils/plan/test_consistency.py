@@ -579,6 +579,8 @@ def sites(draw: st.DrawFn) -> Site:
         st.sampled_from(("none", "infiniband", "roce", "tcp") if nodes == 1 else ("infiniband", "roce", "tcp"))
     )
     fabric["type"] = ftype
+    if ftype != "infiniband":  # an InfiniBand section on another fabric is refused (inventory/rules.py)
+        fabric.pop("infiniband", None)
     if ftype == "none":
         fabric["topology"] = "none"
     else:

@@ -334,6 +334,8 @@ def test_lustre_and_the_subnet_manager_default_in_the_site_model() -> None:
     raw = copy.deepcopy(raw)
     lustre = {k: v for k, v in raw["gpucluster_storage"]["lustre"].items() if k not in ("fsname", "mount_point")}
     raw["gpucluster_storage"] = {**raw["gpucluster_storage"], "lustre": lustre}
+    # the paths on the default mount point (checkpoints off the shared file system are refused: inventory/rules.py)
+    raw["gpucluster_storage"]["paths"] = {k: f"/lustre/lustre/{k}" for k in raw["gpucluster_storage"]["paths"]}
     s = load_site(raw, groups)
     assert (s.lustre_model.fsname, s.lustre_model.mount_point, s.lustre_model.lnet_net) == (
         "lustre",
@@ -350,6 +352,7 @@ def _roce_tier2() -> tuple[dict[str, Any], dict[str, list[str]]]:
     raw, groups = load_inventory("tier2")
     raw = copy.deepcopy(raw)
     raw["gpucluster_fabric"] = {**raw["gpucluster_fabric"], "type": "roce", "roce": {"dscp": 26}}
+    raw["gpucluster_fabric"].pop("infiniband")  # an InfiniBand section on RoCE is refused (inventory/rules.py)
     return raw, groups
 
 

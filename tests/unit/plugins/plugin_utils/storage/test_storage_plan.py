@@ -143,7 +143,7 @@ def test_lab_uses_ganesha_on_the_planned_storage_network() -> None:
             {"exports": [{"path": "/a", "mount_point": "/shared"}, {"path": "/b", "mount_point": "/shared/x"}]},
             r"nfs\.exports",
         ),
-        ({"server_impl": "knfsd", "exports": [{"path": "/a", "mount_point": "/s"}]}, r"nfs\.server_impl"),
+        ({"server_impl": "knfsd", "exports": [{"path": "/a", "mount_point": "/shared"}]}, r"nfs\.server_impl"),
     ],
 )
 def test_bad_nfs_names_the_field(nfs: dict[str, Any], field: str) -> None:

@@ -544,6 +544,9 @@ def _validate(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], dict[tuple[s
     data = yaml.safe_load(storage.read_text())
     data["gpucluster_storage"]["paths"] = {k: str(tmp_path / "shared" / k) for k in data["gpucluster_storage"]["paths"]}
     data["gpucluster_storage"]["local_scratch"] = str(tmp_path / "raid")
+    # the paths stay on the NFS mount point (checkpoints off the shared file system are refused: inventory/rules.py)
+    for export in data["gpucluster_storage"]["nfs"]["exports"]:
+        export["mount_point"] = str(tmp_path / "shared")
     storage.write_text(yaml.safe_dump(data))
     # the lab's settings (enabled, nfs_server_impl: ganesha) come from the lab's own overlay, the only
     # inventory source they are accepted from (plugins/plugin_utils/inventory/trust.py)
