@@ -43,10 +43,10 @@ from bench_plan import generated_site  # noqa: E402
 from bench_site import measured, write_inventory  # noqa: E402
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist  # noqa: E402
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.driver import audit  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report import report_markdown  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request import host_request, planned_layouts  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view  # noqa: E402
 
