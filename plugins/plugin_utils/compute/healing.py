@@ -128,7 +128,7 @@ CLASSES: tuple[dict[str, Any], ...] = (
     },
     {
         "class": "gpu_count",
-        "match": r"\b\d+/\d+ gpus\b",
+        "match": r"(?:^|, )\d+/\d+ gpus\b(?! listed)",
         "action": "reboot",
         "why": "a GPU missing from nvidia-smi (fallen off the bus, like XID 79): only a reboot brings it back",
         "written": ["7/8 gpus"],
@@ -305,30 +305,21 @@ def _override(value: Any, field: str) -> str:
 
 
 def _classes(raw_actions: Any) -> list[dict[str, Any]]:
-    names = tuple(c["class"] for c in CLASSES)
+    names = (*(c["class"] for c in CLASSES), "xid_default")
     field = f"{FIELD}.remediation.actions"
     got = _mapping(raw_actions, field, names)
     by_xid = dict(xid.XID_ACTIONS)
     default = xid.UNKNOWN_XID_ACTION
     xid_raw = got.get("xid")
     if xid_raw is not None:
-        require(
-            isinstance(xid_raw, dict),
-            f"{field}.xid",
-            xid_raw,
-            "a mapping of XID numbers (and 'default') to one of " + ", ".join(ACTIONS),
-        )
-        for key, action in xid_raw.items():
-            if str(key) == "default":
-                default = _override(action, f"{field}.xid.default")
-                continue
-            require(
-                str(key).isdigit() and 0 < int(str(key)) < 1000,
-                f"{field}.xid.{key}",
-                key,
-                "an XID number (1 to 999) or 'default'",
-            )
-            by_xid[str(int(str(key)))] = _override(action, f"{field}.xid.{key}")
+        require(isinstance(xid_raw, list), f"{field}.xid", xid_raw, "a list of {xid, action} (xid: 1 to 999)")
+        for i, item in enumerate(xid_raw):
+            where = f"{field}.xid[{i}]"
+            require(isinstance(item, dict) and set(item) == {"xid", "action"}, where, item, "a mapping {xid, action}")
+            code = int(check_range(item["xid"], f"{where}.xid", 1, 999, integer=True))
+            by_xid[str(code)] = _override(item["action"], f"{where}.action")
+    if "xid_default" in got:
+        default = _override(got["xid_default"], f"{field}.xid_default")
     out = []
     for cls in CLASSES:
         name = cls["class"]
