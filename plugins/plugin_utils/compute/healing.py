@@ -17,8 +17,9 @@ Two loops on the first head (the program and the compute node's active check rea
   ``reboot_timeout_s``), ``replace``: the node stays drained with a ticket text.
 
 Defaults and why:
-- ``active.interval_s``: 12 h on every tier: Nebius soperator runs its GPU checks on idle workers every
-  12 hours (docs/sources.md [HL1]); a check holds a node for minutes (Azure's node health checks run
+- ``active.interval_s``: 12 h on every tier: Nebius soperator runs its GPU checks as scheduled Slurm jobs
+  on each worker, every 12 hours by issue 42's survey (docs/sources.md [HL1]: the chart schedules each check
+  by cron; 12 h unconfirmed there); a check holds a node for minutes (Azure's node health checks run
   all_reduce, ib_write_bw and the ECC checks in 5 to 8 minutes, [HL2]), so twice a day costs well under
   1% of a node's time.
 - budgets: ``allreduce`` 300 s (one 8 GiB all_reduce run takes under a minute on 8 GPUs, the rest is the
@@ -327,6 +328,8 @@ def _classes(raw_actions: Any) -> list[dict[str, Any]]:
         if name == "xid":
             entry["by_xid"] = dict(sorted(by_xid.items(), key=lambda kv: int(kv[0])))
             entry["default"] = default
+            # several XIDs in one reason: the most severe action of them (the order of "actions")
+            entry["combine"] = "most_severe"
             entry["source"] = "docs/sources.md [XID1] [XID2] (compute/xid.py)"
         else:
             entry["action"] = _override(got[name], f"{field}.{name}") if name in got else cls["action"]
