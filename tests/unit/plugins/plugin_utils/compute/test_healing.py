@@ -18,6 +18,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import he
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 
 DATA = ROOT / "tests" / "data"
 hc = load_script(ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck", "gpucluster_healthcheck_heal")
@@ -157,6 +158,17 @@ def test_the_section_does_not_grow_with_the_node_count(plans: dict[str, dict[str
         return len(json.dumps(h))
 
     assert size("tier3") == size("tier4")  # 4 and 8 nodes, same fabric and storage kind
+
+
+def test_only_the_heads_and_compute_nodes_get_the_section(plans: dict[str, dict[str, Any]]) -> None:
+    plan = plans["tier3"]
+    for host, entry in plan["hosts"].items():
+        view = host_view(plan, host)
+        if {"head", "compute", "slurm_backup"} & set(entry["roles"]):
+            assert view["healing"] is plan["healing"], host
+        else:
+            assert view["healing"] == {}, host
+    assert any("compute" not in e["roles"] and "head" not in e["roles"] for e in plan["hosts"].values())
 
 
 # ---------------------------------------------------------------- the field's errors
