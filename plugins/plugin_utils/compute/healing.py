@@ -419,6 +419,8 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
             "user": CHECK_USER,
             "program": HEALTH_PROGRAM,
             "nodes_at_once": at_once,
+            # ActiveCheckOverdue: no result from a node within two intervals
+            "overdue_after_s": 2 * interval,
             "checks": checks,
         },
         "remediation": {
@@ -430,6 +432,10 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
             "window_s": window,
             "reboot_timeout_s": reboot_timeout,
             "validate_timeout_s": enabled_budgets + VALIDATE_SLACK_S,
+            # the alerts' limits (monitoring/alerts.py): a node under remediation longer than a reboot and a
+            # re-validation take; the loop silent for three of its intervals
+            "stuck_after_s": reboot_timeout + enabled_budgets + VALIDATE_SLACK_S,
+            "stale_after_s": 3 * REMEDIATION_INTERVAL_S,
             "classes": classes,
             "actions": list(ACTIONS),
             "ticket": TICKET,

@@ -369,3 +369,41 @@ def test_an_operators_drain_is_never_classified() -> None:
     h = _section(2, 8)
     assert classify(h, "replacing PSU (ticket 4711): gpu0 xid 79") is None
     assert classify(h, "Epilog error") is None
+
+
+# ---------------------------------------------------------------- alerts and dashboard
+
+
+HEAL_ALERTS = {"HealNodeReplace", "HealRemediationStuck", "HealLoopStale", "ActiveCheckOverdue", "ActiveCheckFailing"}
+
+
+def test_the_alerts_read_the_sections_limits(plans: dict[str, dict[str, Any]]) -> None:
+    plan = plans["tier4"]
+    h, mon = plan["healing"], plan["monitoring"]
+    assert set(mon["alerts"]) >= HEAL_ALERTS
+    rem = h["remediation"]
+    assert rem["stuck_after_s"] == rem["reboot_timeout_s"] + rem["validate_timeout_s"]
+    assert mon["thresholds"]["HealLoopStale"]["value"] == rem["stale_after_s"] == 3 * rem["interval_s"]
+    assert mon["thresholds"]["ActiveCheckOverdue"]["value"] == h["active"]["overdue_after_s"]
+    assert h["active"]["overdue_after_s"] == 2 * h["active"]["interval_s"]
+    rules = {r["alert"]: r["expr"] for g in mon["rules"]["groups"] for r in g["rules"]}
+    minutes = -(-rem["stuck_after_s"] // 60)
+    assert rules["HealRemediationStuck"].endswith(f"[{minutes}m:1m]) >= {minutes}")
+    slurm_board = plan["monitoring"]["grafana"]["dashboards"]["slurm"]
+    assert any(p["title"].startswith("Self-healing") for p in slurm_board["panels"])
+    assert set(healing.METRICS) <= set(plan["monitoring"]["grafana"]["metrics"])
+
+
+def test_no_healing_alerts_or_panels_when_it_is_off() -> None:
+    plan = _plan("tier4", {"enabled": False})
+    assert not HEAL_ALERTS & set(plan["monitoring"]["alerts"])
+    titles = [p["title"] for p in plan["monitoring"]["grafana"]["dashboards"]["slurm"]["panels"]]
+    assert not [t for t in titles if "Self-healing" in t or "Active checks" in t]
+    k8s = _plan("tier4-k8s")
+    assert not HEAL_ALERTS & set(k8s["monitoring"]["alerts"])
+
+
+def test_active_checks_off_drop_their_alerts_only() -> None:
+    alerts = set(_plan("tier4", {"active": {"enabled": False}})["monitoring"]["alerts"])
+    assert {"HealNodeReplace", "HealLoopStale"} <= alerts
+    assert not {"ActiveCheckOverdue", "ActiveCheckFailing"} & alerts
