@@ -124,7 +124,7 @@ CLASSES: tuple[dict[str, Any], ...] = (
         "class": "ecc",
         "match": r"\bgpu\d+ dbe ecc \d+",
         "action": "gpu_reset",
-        "why": "uncorrectable ECC: a GPU reset retires the page or remaps the row (NVIDIA's memory error guide)",
+        "why": "uncorrectable ECC: a GPU reset activates the pending row remap (docs/sources.md [XID3])",
         "written": ["gpu0 dbe ecc 2"],
     },
     {
@@ -448,4 +448,65 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["ACTIONS", "CLASSES", "FIELD", "METRICS", "batch_nodes", "healing_plan"]
+HEALING_INTRO = (
+    "The first head checks idle compute nodes on a schedule through Slurm (a maintenance QOS that never "
+    "preempts work) and remediates the drains of the health check under the drain: the action of the drain's "
+    "class, a re-validation in the node's own reservation, then resume. An operator's drain (any reason "
+    "without the prefix) is never touched; gpucluster_healing turns each part off (docs/runbook.md)."
+)
+
+
+def _span(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def healing_rows(heal: Mapping[str, Any]) -> list[list[str]]:
+    """[setting, value, why] rows of the report's "Self-healing" section."""
+    if not heal["enabled"]:
+        return [["self-healing", "off", str(heal["why"])]]
+    act, rem = heal["active"], heal["remediation"]
+    mode = " (dry run: actions are printed, none runs)" if heal["dry_run"] else ""
+    rows = [
+        [
+            "active checks",
+            f"every {_span(act['interval_s'])} per idle node, at most {act['nodes_at_once']} at once"
+            if act["enabled"]
+            else "off",
+            f"QOS {act['qos']}, jobs of {act['user']}; gpucluster_healing.active",
+        ]
+    ]
+    for name, check in act["checks"].items():
+        if not check["enabled"]:
+            rows.append([f"check {name}", "off", str(check["why"])])
+            continue
+        floor = f">= {check['floor']:g} {check['unit']}, " if check.get("floor") is not None else ""
+        level = f"dcgmi diag -r {check['level']}, " if name == "dcgm" else ""
+        why = check.get("floor_basis") or ("the plan's validation floor" if floor else "the health check's level")
+        rows.append([f"check {name}", f"{floor}{level}budget {check['budget_s']} s", why])
+    rows.append(
+        [
+            "remediation",
+            f"every {rem['interval_s']} s{mode}" if rem["enabled"] else "off",
+            f"at most {rem['nodes_at_once']} node(s) at once (rollout batch {rem['rollout_batch_nodes']})",
+        ]
+    )
+    for cls in rem["classes"]:
+        if cls["class"] == "xid":
+            by = ", ".join(f"{x}: {a}" for x, a in cls["by_xid"].items())
+            rows.append(["class xid", f"{by}; other XIDs: {cls['default']}", cls["why"]])
+        else:
+            rows.append([f"class {cls['class']}", cls["action"], cls["why"]])
+    rows.append(
+        [
+            "limits",
+            f"{rem['retries']} remediation(s) per node and class in {_span(rem['window_s'])}, then replace",
+            f"reboot back within {rem['reboot_timeout_s']} s, re-validation within {rem['validate_timeout_s']} s",
+        ]
+    )
+    return rows
+
+
+__all__ = ["ACTIONS", "CLASSES", "FIELD", "HEALING_INTRO", "METRICS", "batch_nodes", "healing_plan", "healing_rows"]

@@ -407,3 +407,18 @@ def test_active_checks_off_drop_their_alerts_only() -> None:
     alerts = set(_plan("tier4", {"active": {"enabled": False}})["monitoring"]["alerts"])
     assert {"HealNodeReplace", "HealLoopStale"} <= alerts
     assert not {"ActiveCheckOverdue", "ActiveCheckFailing"} & alerts
+
+
+def test_the_report_lists_schedule_checks_classes_and_limits(plans: dict[str, dict[str, Any]]) -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
+
+    section = next(s for s in report_sections(plans["tier4"]) if s["title"] == "Self-healing")
+    rows = {r[0]: r for r in section["rows"]}
+    assert rows["active checks"][1] == "every 12 h per idle node, at most 2 at once"
+    assert rows["check allreduce"][1] == ">= 460 GB/s, budget 300 s"
+    assert rows["check ib_write_bw"][1] == ">= 375 Gb/s, budget 120 s"
+    assert "79: reboot" in rows["class xid"][1] and rows["class xid"][1].endswith("other XIDs: replace")
+    assert rows["class fabric_port"][1] == "reboot"
+    assert rows["limits"][1] == "2 remediation(s) per node and class in 7 d, then replace"
+    off = next(s for s in report_sections(_plan("tier4-k8s")) if s["title"] == "Self-healing")
+    assert off["rows"] == [["self-healing", "off", _plan("tier4-k8s")["healing"]["why"]]]
