@@ -18,6 +18,7 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import clocks, containers, dcgm, health, ups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling import site_cooling
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.gpu import gpu_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.healing import healing_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import intra_node
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import node_resources
@@ -51,7 +52,8 @@ SCHEMA_VERSION = 1
 HEALTH_READS = ("cluster", "hosts", "gpu", "cooling", "fabric")
 FILES_READS = ("cluster", "hosts", "time", "gpu", "storage", "fabric", "nccl", "slurm", "fabric_host", "containers")
 K8S_READS = ("cluster", "hosts", "gpu", "power", "storage", "fabric", "nccl", "tenants", "fabric_host", "containers")
-MONITORING_READS = ("cluster", "hosts", "gpu", "cooling", "storage", "fabric", "dcgm")
+HEALING_READS = ("cluster", "validation", "health", "fabric", "rollout")
+MONITORING_READS = ("cluster", "hosts", "gpu", "cooling", "storage", "fabric", "dcgm", "healing")
 
 
 def _needs(plan: Mapping[str, Any], *sections: str) -> Mapping[str, Any]:
@@ -115,6 +117,8 @@ def cluster_plan(
     plan["health"] = health.health_config(_needs(plan, *HEALTH_READS), site.slurm_health)
     plan["slurm"] = slurm_plan(site, _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric", "tenants", "health"))
     plan["dcgm"] = dcgm.dcgm_policy(_needs(plan, "gpu"))  # the exporter's counters: the dashboards read them
+    plan["rollout"] = rollout.rollout_plan(site.rollout)
+    plan["healing"] = healing_plan(_needs(plan, *HEALING_READS), site.healing)
     plan["monitoring"] = monitoring_section(_needs(plan, *MONITORING_READS))
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
@@ -131,7 +135,6 @@ def cluster_plan(
     )
     plan["files"] = files_manifest(_needs(plan, *FILES_READS), role_files)
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
-    plan["rollout"] = rollout.rollout_plan(site.rollout)
     plan["services"] = services.services_plan(_needs(plan, "cluster", "hosts", "gpu", "slurm"))  # units per host
     # the systems the roles support, and the floors every host must meet: playbooks/preflight.yml checks
     # each host's facts against it before any change (inventory/support.py)
