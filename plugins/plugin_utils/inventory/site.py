@@ -256,6 +256,7 @@ class Site:
     slurm_health: Any = None  # gpucluster_slurm.health (compute/health.py); None unless slurm is a mapping
     containers: Any = None  # gpucluster_containers (compute/containers.py)
     rollout: Any = None  # gpucluster_rollout (plan/rollout.py)
+    healing: Any = None  # gpucluster_healing (compute/healing.py)
     costs: Any = None  # gpucluster_costs (fabric/tco.py)
 
     @property
@@ -590,6 +591,7 @@ def load_site(raw: dict[str, Any], groups: dict[str, list[str]]) -> Site:
     site.slurm_health = site.slurm.get("health") if isinstance(site.slurm, dict) else None
     site.containers = raw.get("gpucluster_containers")
     site.rollout = raw.get("gpucluster_rollout")
+    site.healing = raw.get("gpucluster_healing")
     site.costs = raw.get("gpucluster_costs")
     return site
 

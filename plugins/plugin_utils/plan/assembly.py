@@ -20,6 +20,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import (
     containers,
     cooling,
     dcgm,
+    healing,
     health,
     interconnect,
     mig,
@@ -693,7 +694,13 @@ def cluster_plan(
     )
     plan["slurm"] = slurm_plan(site, _needs(plan, "cluster", "hosts", "gpu", "cooling", "fabric", "tenants", "health"))
     plan["dcgm"] = dcgm.dcgm_policy(_needs(plan, "gpu"))  # the exporter's counters: the dashboards read them
-    plan["monitoring"] = _monitoring(_needs(plan, "cluster", "hosts", "gpu", "cooling", "storage", "fabric", "dcgm"))
+    plan["rollout"] = rollout.rollout_plan(site.rollout)
+    plan["healing"] = healing.healing_plan(
+        _needs(plan, "cluster", "validation", "health", "fabric", "rollout"), site.healing
+    )
+    plan["monitoring"] = _monitoring(
+        _needs(plan, "cluster", "hosts", "gpu", "cooling", "storage", "fabric", "dcgm", "healing")
+    )
     plan["fabric_host"] = fabric_host.host_plan(
         fab, head=site.head, compute_hosts=site.compute_hosts, compute_nics=[vars(n) for n in site.node.compute_nics]
     )
@@ -714,7 +721,6 @@ def cluster_plan(
         role_files,
     )
     plan["fabric_tco"] = fabric_tco.plan_fabric_tco(site, fab)  # InfiniBand vs RoCEv2 over N years
-    plan["rollout"] = rollout.rollout_plan(site.rollout)
     # the systems the roles support, and the floors every host must meet: playbooks/preflight.yml checks
     # each host's facts against it before any change (inventory/support.py)
     plan["support"] = support.support_matrix()
