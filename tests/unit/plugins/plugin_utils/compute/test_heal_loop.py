@@ -3,7 +3,7 @@
 
 Inputs: recorded tool output (tests/data/acceptance: nccl-tests, perftest, dcgmi), `scontrol show node
 --oneliner` in the recorded Slurm layout (tests/data/healing), and the plan's healing section
-(tests/data/healing/plan-healing.json, the issue 42 contract's layout).
+(the tier4 plan's, plugins/plugin_utils/compute/healing.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, load_script
+from conftest import ROOT, cluster_plan, load_inventory, load_script
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import healing
 
 
 def load_with_dataclasses(path: Path, name: str) -> Any:
@@ -38,9 +40,15 @@ DATA = ROOT / "tests" / "data"
 NOW = 1_800_000_000.0
 
 
+@pytest.fixture(scope="module")
+def tier4() -> dict[str, Any]:
+    return cluster_plan(*load_inventory("tier4"))
+
+
 @pytest.fixture
-def cfg() -> dict[str, Any]:
-    return json.loads((DATA / "healing" / "plan-healing.json").read_text())
+def cfg(tier4: dict[str, Any]) -> dict[str, Any]:
+    """The tier4 plan's healing section (what the head role renders to /etc/gpucluster/heal.json)."""
+    return copy.deepcopy(tier4["healing"])
 
 
 @pytest.fixture
@@ -128,7 +136,8 @@ def test_reboot_then_validate_then_resume(cfg: dict[str, Any]) -> None:
 def test_validation_commands_reserve_the_node_for_root(cfg: dict[str, Any]) -> None:
     create, resume = heal.validate_commands(cfg, "compute03")
     assert "reservationname=gpucluster-heal-compute03" in create and "users=root" in create
-    assert "flags=maint,ignore_jobs" in create and "duration=30" in create
+    assert "flags=maint,ignore_jobs" in create
+    assert f"duration={-(-cfg['remediation']['validate_timeout_s'] // 60)}" in create
     assert resume == ["scontrol", "update", "nodename=compute03", "state=resume"]
     job = heal.sbatch(cfg, "compute03", "gpucluster-heal-compute03", reset=True)
     assert "--reservation=gpucluster-heal-compute03" in job and job[-1].startswith("--wrap=nvidia-smi -r && ")
@@ -150,7 +159,8 @@ def test_checks_only_idle_nodes_within_the_limit(cfg: dict[str, Any], nodes: lis
 def test_check_job_uses_the_maintenance_qos_and_the_budgets(cfg: dict[str, Any]) -> None:
     job = heal.sbatch(cfg, "compute01")
     assert "--qos=gpucluster-check" in job and "--nodelist=compute01" in job and "--exclusive" in job
-    assert "--time=22" in job  # 300 + 900 + 120 s (storage_read off) = 22 min
+    budgets = sum(c["budget_s"] for c in cfg["active"]["checks"].values() if c["enabled"])
+    assert f"--time={-(-budgets // 60)}" in job
     assert job[-1] == "--wrap=/usr/local/sbin/gpucluster-healthcheck --mode active"
 
 
@@ -209,14 +219,9 @@ def test_a_run_writes_history_state_and_metrics(
     assert not any(c[:2] == ["scontrol", "reboot"] for c in calls)
 
 
-def test_metrics_names_match_the_contract() -> None:
-    assert set(heal.METRICS) == {
-        "gpucluster_heal_events_total",
-        "gpucluster_heal_node_state",
-        "gpucluster_heal_last_run_timestamp_seconds",
-        "gpucluster_active_check_last_timestamp_seconds",
-        "gpucluster_active_check_value",
-    }
+def test_metrics_equal_the_engines(cfg: dict[str, Any]) -> None:
+    assert heal.METRICS == healing.METRICS
+    assert sorted(heal.METRICS) == cfg["metric_names"]
 
 
 def test_job_state_and_result_from_scontrol() -> None:
@@ -262,13 +267,19 @@ def test_dcgm_and_ib_gates() -> None:
 
 def test_a_missing_tool_is_never_a_pass(cfg: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
+    cfg["active"]["checks"]["storage_read"]["enabled"] = False
     args = ac._parser().parse_args([])
     results = ac.run_checks(args, cfg["active"], "compute01")
-    assert {r["check"]: r["result"] for r in results} == {"allreduce": "not installed", "dcgm": "not installed"}
+    assert {r["check"]: r["result"] for r in results} == {
+        "allreduce": "not installed",
+        "dcgm": "not installed",
+        "ib_write_bw": "not run",  # no rail peer named in the plan
+    }
     assert ac.overall(results) == "incomplete" and ac.reason_of("gpucluster:", results) is None
 
 
 def test_a_failed_check_drains_with_the_contract_reason(tmp_path: Path, cfg: dict[str, Any]) -> None:
+    cfg["active"]["checks"]["storage_read"]["enabled"] = False
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     log = tmp_path / "calls"
     scontrol = tmp_path / "scontrol"
@@ -292,3 +303,12 @@ def test_healthcheck_hands_the_active_mode_over() -> None:
     assert hc.active_argv(["--mode", "active", "--node", "n1"]) == ["--node", "n1"]
     assert hc.active_argv(["--mode=active"]) == []
     assert hc.active_argv(["--mode", "epilog"]) is None
+
+
+def test_storage_read_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ac, "PROBE_BYTES", 2 * ac.BLOCK)
+    res = ac.run_storage_read({"path": str(tmp_path), "floor": 0.0, "unit": "GB/s"}, "compute01", None)
+    assert res["result"] == "pass" and res["value"] > 0
+    assert (tmp_path / "gpucluster-activecheck-compute01.probe").stat().st_size == 2 * ac.BLOCK
+    missing = ac.run_storage_read({"path": str(tmp_path / "no"), "floor": 1.0}, "compute01", None)
+    assert missing["result"] == "fail" and missing["why"].startswith("check storage_read failed: ")
