@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, cluster_plan, load_inventory, load_script
+from conftest import (
+    ROOT,
+    cluster_plan,
+    load_inventory,
+    load_script,
+    render_role_template,
+    render_role_template_with_filters,
+)
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import healing
 
@@ -312,3 +319,38 @@ def test_storage_read_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert (tmp_path / "gpucluster-activecheck-compute01.probe").stat().st_size == 2 * ac.BLOCK
     missing = ac.run_storage_read({"path": str(tmp_path / "no"), "floor": 1.0}, "compute01", None)
     assert missing["result"] == "fail" and missing["why"].startswith("check storage_read failed: ")
+
+
+# ---------------------------------------------------------------- roles
+
+
+def test_slurm_conf_reboots_through_the_real_program(tier4: dict[str, Any]) -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import settings
+
+    conf = render_role_template("slurm", "slurm.conf.j2", tier4, "head01")
+    assert "\nRebootProgram=/usr/sbin/reboot\n" in conf
+    timeout = int(conf.split("\nResumeTimeout=")[1].split()[0])
+    assert timeout == settings.RESUME_TIMEOUT_S == healing.REBOOT_TIMEOUT_RANGE_S[1]
+    assert timeout >= tier4["healing"]["remediation"]["reboot_timeout_s"]  # the loop decides first
+
+
+def test_the_head_runs_the_loop_every_interval_as_root(tier4: dict[str, Any]) -> None:
+    head = tier4["slurm"]["controller"]
+    service = render_role_template("head", "gpucluster-heal.service.j2", tier4, head)
+    timer = render_role_template("head", "gpucluster-heal.timer.j2", tier4, head)
+    assert f"ExecStart={tier4['healing']['program']} --config /etc/gpucluster/heal.json" in service
+    assert "User=" not in service
+    assert f"OnUnitActiveSec={tier4['healing']['remediation']['interval_s']}s" in timer
+    heal_json = render_role_template_with_filters("head", "heal.json.j2", tier4, head)
+    assert json.loads(heal_json) == json.loads(json.dumps(tier4["healing"]))
+    dests = {f["dest"] for f in tier4["files"][head]}
+    assert {"/usr/local/sbin/gpucluster-heal", "/etc/gpucluster/heal.json"} <= dests
+    assert {"/etc/systemd/system/gpucluster-heal.service", "/etc/systemd/system/gpucluster-heal.timer"} <= dests
+    node = {f["dest"] for f in tier4["files"]["compute01"]}
+    assert {"/usr/local/sbin/gpucluster-activecheck", "/etc/gpucluster/activecheck.json"} <= node
+    assert (
+        ac.DEFAULT_CONFIG == "/etc/gpucluster/activecheck.json" and heal.DEFAULT_CONFIG == "/etc/gpucluster/heal.json"
+    )
+    assert Path(tier4["healing"]["active"]["program"]).with_name(hc.ACTIVE_PROGRAM) == Path(
+        "/usr/local/sbin/gpucluster-activecheck"
+    )
