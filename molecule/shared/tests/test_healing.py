@@ -9,8 +9,10 @@ fixture, never product code) stands in where the containers have no hardware:
     recorded output (tests/data/acceptance), removed afterwards; the shared directory of the storage
     probe, with a small probe file, on the node;
   - the reboot: the lab's containers restart when systemd exits (lab/create.yml restart_policy), but a
-    container keeps the host's boot time, which slurmd reports; slurmd's -b ("report node rebooted when
-    daemon restarted", slurmd(8)) on that node for the test makes slurmctld see the reboot complete;
+    container keeps the host's boot time, which slurmd reports (Slurm keeps a node REBOOT_ISSUED until
+    its boot time is newer than the request, or ResumeTimeout sets it DOWN); slurmd's -b ("report node
+    rebooted when daemon restarted", slurmd(8)), through a drop-in on that node for the test, makes
+    slurmctld see the reboot complete;
   - the policy: the lab's loop is a dry run (lab/overlay); the test runs the installed program as the
     timer does, with a copy of its config that is not (and has no scheduled active checks).
 Waits poll every 0.5 s, bounded; no sleep.
@@ -32,6 +34,8 @@ DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "acceptance"
 HEAL = "/usr/local/sbin/gpucluster-heal"
 CHECK = "/usr/local/sbin/gpucluster-healthcheck"
 TEST_CONFIG = "/tmp/gpucluster-heal-test.json"
+DROPIN = Path("/etc/systemd/system/slurmd.service.d/zz-gpucluster-heal-test.conf")
+SLURMD_ENV = "/etc/gpucluster-heal-test-slurmd.env"
 STANDINS = {
     "all_reduce_perf": "all_reduce_h200_1node_dossier.txt",
     "dcgmi": "dcgm_diag_v3_real_pass.txt",
@@ -96,8 +100,12 @@ def test_an_xid_79_node_is_rebooted_revalidated_and_resumed(
     node, operator = hosts_with(plan, "compute")[0], hosts_with(plan, "compute")[-1]
     head = hosts[plan["cluster"]["head"]]
     gpus = plan["cluster"]["gpus_per_node"]
-    hosts[node].run("cp -a /etc/default/slurmd /etc/default/slurmd.gpucluster-test 2>/dev/null; true")
-    hosts[node].run("echo 'SLURMD_OPTIONS=\"-b\"' > /etc/default/slurmd")
+    # read by the slurmd that the container's restart starts (the unit's ExecStart passes $SLURMD_OPTIONS;
+    # an EnvironmentFile= of a drop-in is read after the package's own /etc/default/slurmd)
+    hosts[node].run(
+        f"mkdir -p {DROPIN.parent} && printf '[Service]\\nEnvironmentFile={SLURMD_ENV}\\n' > {DROPIN}"
+        f" && echo SLURMD_OPTIONS=-b > {SLURMD_ENV}"
+    )
     try:
         head.check_output(f"scontrol update nodename={operator} state=drain reason='operator: replace DIMM'")
         hosts[node].run(f"printf %s {shlex.quote(nvidia_smi_rows(gpus))} > /tmp/nvidia-smi.csv")
@@ -126,10 +134,7 @@ def test_an_xid_79_node_is_rebooted_revalidated_and_resumed(
         assert events[-5:] == ["drain", "remediate", "reboot", "validate", "resume"], events
         assert node_state(head, operator) == ("drain", "operator: replace DIMM")
     finally:
-        hosts[node].run(
-            "if [ -e /etc/default/slurmd.gpucluster-test ]; then mv /etc/default/slurmd.gpucluster-test"
-            " /etc/default/slurmd; else rm -f /etc/default/slurmd; fi"
-        )
+        hosts[node].run(f"rm -f {DROPIN} {SLURMD_ENV} && systemctl daemon-reload")
         head.run(f"scontrol update nodename={operator} state=resume")
 
 
