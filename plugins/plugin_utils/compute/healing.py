@@ -17,8 +17,9 @@ Two loops on the first head (the program and the compute node's active check rea
   ``reboot_timeout_s``), ``replace``: the node stays drained with a ticket text.
 
 Defaults and why:
-- ``active.interval_s``: 12 h on every tier: Nebius soperator runs its GPU checks on idle workers every
-  12 hours (docs/sources.md [HL1]); a check holds a node for minutes (Azure's node health checks run
+- ``active.interval_s``: 12 h on every tier: Nebius soperator runs its GPU checks as scheduled Slurm jobs
+  on each worker, every 12 hours by issue 42's survey (docs/sources.md [HL1]: the chart schedules each check
+  by cron; 12 h unconfirmed there); a check holds a node for minutes (Azure's node health checks run
   all_reduce, ib_write_bw and the ECC checks in 5 to 8 minutes, [HL2]), so twice a day costs well under
   1% of a node's time.
 - budgets: ``allreduce`` 300 s (one 8 GiB all_reduce run takes under a minute on 8 GPUs, the rest is the
@@ -123,12 +124,12 @@ CLASSES: tuple[dict[str, Any], ...] = (
         "class": "ecc",
         "match": r"\bgpu\d+ dbe ecc \d+",
         "action": "gpu_reset",
-        "why": "uncorrectable ECC: a GPU reset retires the page or remaps the row (NVIDIA's memory error guide)",
+        "why": "uncorrectable ECC: a GPU reset activates the pending row remap (docs/sources.md [XID3])",
         "written": ["gpu0 dbe ecc 2"],
     },
     {
         "class": "gpu_count",
-        "match": r"\b\d+/\d+ gpus\b",
+        "match": r"(?:^|, )\d+/\d+ gpus\b(?! listed)",
         "action": "reboot",
         "why": "a GPU missing from nvidia-smi (fallen off the bus, like XID 79): only a reboot brings it back",
         "written": ["7/8 gpus"],
@@ -305,30 +306,21 @@ def _override(value: Any, field: str) -> str:
 
 
 def _classes(raw_actions: Any) -> list[dict[str, Any]]:
-    names = tuple(c["class"] for c in CLASSES)
+    names = (*(c["class"] for c in CLASSES), "xid_default")
     field = f"{FIELD}.remediation.actions"
     got = _mapping(raw_actions, field, names)
     by_xid = dict(xid.XID_ACTIONS)
     default = xid.UNKNOWN_XID_ACTION
     xid_raw = got.get("xid")
     if xid_raw is not None:
-        require(
-            isinstance(xid_raw, dict),
-            f"{field}.xid",
-            xid_raw,
-            "a mapping of XID numbers (and 'default') to one of " + ", ".join(ACTIONS),
-        )
-        for key, action in xid_raw.items():
-            if str(key) == "default":
-                default = _override(action, f"{field}.xid.default")
-                continue
-            require(
-                str(key).isdigit() and 0 < int(str(key)) < 1000,
-                f"{field}.xid.{key}",
-                key,
-                "an XID number (1 to 999) or 'default'",
-            )
-            by_xid[str(int(str(key)))] = _override(action, f"{field}.xid.{key}")
+        require(isinstance(xid_raw, list), f"{field}.xid", xid_raw, "a list of {xid, action} (xid: 1 to 999)")
+        for i, item in enumerate(xid_raw):
+            where = f"{field}.xid[{i}]"
+            require(isinstance(item, dict) and set(item) == {"xid", "action"}, where, item, "a mapping {xid, action}")
+            code = int(check_range(item["xid"], f"{where}.xid", 1, 999, integer=True))
+            by_xid[str(code)] = _override(item["action"], f"{where}.action")
+    if "xid_default" in got:
+        default = _override(got["xid_default"], f"{field}.xid_default")
     out = []
     for cls in CLASSES:
         name = cls["class"]
@@ -336,6 +328,8 @@ def _classes(raw_actions: Any) -> list[dict[str, Any]]:
         if name == "xid":
             entry["by_xid"] = dict(sorted(by_xid.items(), key=lambda kv: int(kv[0])))
             entry["default"] = default
+            # several XIDs in one reason: the most severe action of them (the order of "actions")
+            entry["combine"] = "most_severe"
             entry["source"] = "docs/sources.md [XID1] [XID2] (compute/xid.py)"
         else:
             entry["action"] = _override(got[name], f"{field}.{name}") if name in got else cls["action"]
@@ -425,6 +419,8 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
             "user": CHECK_USER,
             "program": HEALTH_PROGRAM,
             "nodes_at_once": at_once,
+            # ActiveCheckOverdue: no result from a node within two intervals
+            "overdue_after_s": 2 * interval,
             "checks": checks,
         },
         "remediation": {
@@ -436,6 +432,10 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
             "window_s": window,
             "reboot_timeout_s": reboot_timeout,
             "validate_timeout_s": enabled_budgets + VALIDATE_SLACK_S,
+            # the alerts' limits (monitoring/alerts.py): a node under remediation longer than a reboot and a
+            # re-validation take; the loop silent for three of its intervals
+            "stuck_after_s": reboot_timeout + enabled_budgets + VALIDATE_SLACK_S,
+            "stale_after_s": 3 * REMEDIATION_INTERVAL_S,
             "classes": classes,
             "actions": list(ACTIONS),
             "ticket": TICKET,
@@ -448,4 +448,65 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["ACTIONS", "CLASSES", "FIELD", "METRICS", "batch_nodes", "healing_plan"]
+HEALING_INTRO = (
+    "The first head checks idle compute nodes on a schedule through Slurm (a maintenance QOS that never "
+    "preempts work) and remediates the drains of the health check under the drain: the action of the drain's "
+    "class, a re-validation in the node's own reservation, then resume. An operator's drain (any reason "
+    "without the prefix) is never touched; gpucluster_healing turns each part off (docs/runbook.md)."
+)
+
+
+def _span(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def healing_rows(heal: Mapping[str, Any]) -> list[list[str]]:
+    """[setting, value, why] rows of the report's "Self-healing" section."""
+    if not heal["enabled"]:
+        return [["self-healing", "off", str(heal["why"])]]
+    act, rem = heal["active"], heal["remediation"]
+    mode = " (dry run: actions are printed, none runs)" if heal["dry_run"] else ""
+    rows = [
+        [
+            "active checks",
+            f"every {_span(act['interval_s'])} per idle node, at most {act['nodes_at_once']} at once"
+            if act["enabled"]
+            else "off",
+            f"QOS {act['qos']}, jobs of {act['user']}; gpucluster_healing.active",
+        ]
+    ]
+    for name, check in act["checks"].items():
+        if not check["enabled"]:
+            rows.append([f"check {name}", "off", str(check["why"])])
+            continue
+        floor = f">= {check['floor']:g} {check['unit']}, " if check.get("floor") is not None else ""
+        level = f"dcgmi diag -r {check['level']}, " if name == "dcgm" else ""
+        why = check.get("floor_basis") or ("the plan's validation floor" if floor else "the health check's level")
+        rows.append([f"check {name}", f"{floor}{level}budget {check['budget_s']} s", why])
+    rows.append(
+        [
+            "remediation",
+            f"every {rem['interval_s']} s{mode}" if rem["enabled"] else "off",
+            f"at most {rem['nodes_at_once']} node(s) at once (rollout batch {rem['rollout_batch_nodes']})",
+        ]
+    )
+    for cls in rem["classes"]:
+        if cls["class"] == "xid":
+            by = ", ".join(f"{x}: {a}" for x, a in cls["by_xid"].items())
+            rows.append(["class xid", f"{by}; other XIDs: {cls['default']}", cls["why"]])
+        else:
+            rows.append([f"class {cls['class']}", cls["action"], cls["why"]])
+    rows.append(
+        [
+            "limits",
+            f"{rem['retries']} remediation(s) per node and class in {_span(rem['window_s'])}, then replace",
+            f"reboot back within {rem['reboot_timeout_s']} s, re-validation within {rem['validate_timeout_s']} s",
+        ]
+    )
+    return rows
+
+
+__all__ = ["ACTIONS", "CLASSES", "FIELD", "HEALING_INTRO", "METRICS", "batch_nodes", "healing_plan", "healing_rows"]

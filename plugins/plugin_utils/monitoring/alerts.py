@@ -22,6 +22,14 @@ NodeDown                   scrape fails                    up{job="node"} (node-
 InfinibandPortDown         state != ACTIVE                 node_infiniband_state_id
 InfinibandPortDegraded     fabric.link_rate_gbps           node_infiniband_rate_bytes_per_second
 Coolant* (DLC only)        cooling.supply_warn_c, ...      gpucluster_coolant_* (site BMC/CDU exporter)
+HealNodeReplace (Slurm)    state replace                   gpucluster_heal_node_state (the head's
+                                                           self-healing loop, compute/healing.py)
+HealRemediationStuck       healing.remediation.reboot_     gpucluster_heal_node_state
+                           timeout_s + validate_timeout_s
+HealLoopStale              3 x healing.remediation.        gpucluster_heal_last_run_timestamp_seconds
+                           interval_s
+ActiveCheckOverdue         2 x healing.active.interval_s   gpucluster_active_check_last_timestamp_seconds
+ActiveCheckFailing         the last result is fail         gpucluster_active_check_last_timestamp_seconds
 =========================  ==============================  ===================================
 
 Comparisons. A plan number that is an *alarm point* (warn/critical temperatures, supply and
@@ -177,6 +185,31 @@ ALERT_HELP: dict[str, tuple[str, str]] = {
     "CoolantTelemetryAbsent": (
         "No coolant series at all: the site's CDU exporter is not scraped, so no coolant alert can fire.",
         "cooling",
+    ),
+    "HealNodeReplace": (
+        "The self-healing loop gave up on this node (retries spent, or not back from a reboot): it stays "
+        "drained with a replacement ticket in its reason; read its history and open the RMA.",
+        "slurm",
+    ),
+    "HealRemediationStuck": (
+        "A node has been under remediation or re-validation longer than a reboot and a re-validation take: "
+        "read the loop's journal and the node's history on the head.",
+        "slurm",
+    ),
+    "HealLoopStale": (
+        "The head's self-healing loop has not run for three of its intervals (or never ran): drains wait for "
+        "an operator until it runs again; check its timer and journal.",
+        "slurm",
+    ),
+    "ActiveCheckOverdue": (
+        "No active check result from this node for two intervals: it is busy all the time, or the checks "
+        "cannot reach it (QOS, reservation, the loop); idle nodes should be checked on schedule.",
+        "slurm",
+    ),
+    "ActiveCheckFailing": (
+        "The node's last active check failed against the plan's floor: it is drained and the self-healing "
+        "loop remediates it; watch that it passes the re-validation.",
+        "slurm",
     ),
 }
 
@@ -606,6 +639,122 @@ def _cooling_rules(r: _Rules, cool: dict[str, Any], loop: dict[str, str]) -> Non
     )
 
 
+def _age_rule(
+    r: _Rules,
+    name: str,
+    age: str,
+    *,
+    limit: int,
+    plan_key: str,
+    series: tuple[str, dict[str, str]],
+    labels: dict[str, str],
+    summary: str,
+) -> None:
+    """``age > limit`` where ``age`` is ``time() - <a timestamp gauge>``: the test series grows by 60 s a
+    minute, so the age is the same at every evaluation: quiet exactly at the limit, firing one second past."""
+    metric, series_labels = series
+    cases = [
+        {"state": state, "value": v, "series": [(metric, series_labels, f"-{v}+60x15")], "labels": labels}
+        for state, v in (("fire", limit + 1), ("quiet", limit))
+    ]
+    threshold = {"plan": plan_key, "op": ">", "value": limit, "fire": limit + 1, "quiet": limit}
+    r.add("healing", name, f"{age} > {limit}", "1m", "warning", summary, cases, threshold)
+
+
+def _healing_rules(r: _Rules, heal: Mapping[str, Any], head: dict[str, str], node: str) -> None:
+    """The self-healing loop's alerts (compute/healing.py METRICS, from the head's textfile collector)."""
+    state = "gpucluster_heal_node_state"
+    last_run = "gpucluster_heal_last_run_timestamp_seconds"
+    checked = "gpucluster_active_check_last_timestamp_seconds"
+    replace = {**head, "node": node, "state": "replace"}
+    r.add(
+        "healing",
+        "HealNodeReplace",
+        f'{state}{{state="replace"}} == 1',
+        "1m",
+        "warning",
+        "{node} awaits replacement: the self-healing loop gave up on it",
+        [
+            {"state": "fire", "value": 1, "series": [(state, replace, "1")], "labels": replace},
+            {"state": "quiet", "value": None, "series": [(state, replace, "0")], "labels": replace},
+        ],
+    )
+    rem = heal["remediation"]
+    minutes = -(-rem["stuck_after_s"] // 60)  # whole minutes of the 1m subquery, rounded up
+    busy = {**head, "node": node, "state": "remediating"}
+    busy_expr = f'max without (state) ({state}{{state=~"remediating|validating"}}) == 1'
+    r.add(
+        "healing",
+        "HealRemediationStuck",
+        f"count_over_time(({busy_expr})[{minutes}m:1m]) >= {minutes}",
+        "0m",
+        "warning",
+        f"{{node}} under remediation for {{value:.0f}} minutes (limit {minutes}: reboot_timeout_s + "
+        "validate_timeout_s)",
+        [
+            {
+                "state": "fire",
+                "value": minutes,
+                "start": minutes - 1,  # the series starts at 0: minutes samples by then
+                "series": [(state, busy, f"1x{minutes + 10}")],
+                "labels": {k: v for k, v in busy.items() if k != "state"},
+            },
+            {"state": "quiet", "value": None, "series": [(state, busy, "1x15")], "labels": {}},
+        ],
+    )
+    _age_rule(
+        r,
+        "HealLoopStale",
+        f"time() - (max({last_run}) or vector(0))",
+        limit=rem["stale_after_s"],
+        plan_key="healing.remediation.stale_after_s",
+        series=(last_run, head),
+        labels={},
+        summary="the self-healing loop last ran {value:.0f} s ago (more than 3 of its intervals, "
+        f"{rem['stale_after_s']} s; never: since 1970)",
+    )
+    act = heal["active"]
+    if not act["enabled"]:
+        return
+    done = {**head, "node": node, "check": "allreduce", "result": "pass"}
+    _age_rule(
+        r,
+        "ActiveCheckOverdue",
+        f"time() - max by (node) ({checked})",
+        limit=act["overdue_after_s"],
+        plan_key="healing.active.overdue_after_s",
+        series=(checked, done),
+        labels={"node": node},
+        summary=f"{{node}} has no active check result for {{value:.0f}} s (2 intervals: {act['overdue_after_s']} s)",
+    )
+    fail = {**done, "result": "fail"}
+    last_fail = f'max by (node, check) ({checked}{{result="fail"}})'
+    last_pass = f'max by (node, check) ({checked}{{result="pass"}})'
+    where = {"node": node, "check": "allreduce"}
+    r.add(
+        "healing",
+        "ActiveCheckFailing",
+        f"{last_fail} > {last_pass} or ({last_fail} unless on (node, check) {last_pass})",
+        "1m",
+        "warning",
+        "active check {check} failed on {node}",
+        [
+            {
+                "state": "fire",
+                "value": 100,
+                "series": [(checked, fail, "100x15"), (checked, done, "50x15")],
+                "labels": where,
+            },
+            {
+                "state": "quiet",
+                "value": None,
+                "series": [(checked, fail, "50x15"), (checked, done, "100x15")],
+                "labels": where,
+            },
+        ],
+    )
+
+
 def alert_rules(plan: Mapping[str, Any]) -> dict[str, Any]:
     """Rule groups (``groups``) and per alert its cases and threshold (``alerts``)."""
     hosts = plan["hosts"]
@@ -631,6 +780,16 @@ def alert_rules(plan: Mapping[str, Any]) -> dict[str, Any]:
         _fabric_rules(r, plan["fabric"], port)
     if plan["cooling"]["cooling"] == "dlc":
         _cooling_rules(r, plan["cooling"], {"job": "facility", "instance": "cdu01:9100", "loop": "rack1"})
+    heal = plan.get("healing") or {}
+    if heal.get("enabled"):  # the head's self-healing loop (Slurm): its textfile metrics on the head's node-exporter
+        head = plan["cluster"]["head"]
+        head_labels = {
+            "job": "node",
+            "instance": f"{hosts[head]['addresses']['management']}:{NODE_EXPORTER_PORT}",
+            "host": head,
+            "role": "head",
+        }
+        _healing_rules(r, heal, head_labels, compute)
     return {"groups": r.groups, "alerts": r.alerts}
 
 
@@ -712,6 +871,10 @@ KEY_ORDER: tuple[str, ...] = (
     "device",
     "port",
     "loop",
+    "node",
+    "check",
+    "result",
+    "state",
     "severity",
     "summary",
     "description",

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.healing import METRICS as HEALING_METRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
@@ -151,7 +152,14 @@ def metric_catalogue(plan: dict[str, Any]) -> dict[str, str]:
         cat.update({m: "the site's BMC/CDU exporter (docs/monitoring.md)" for m in COOLANT_METRICS})
     if _has_slurm(plan):
         cat.update({m: f"the head's Slurm exporter: {h}" for m, h in exporter_metrics().items()})
+    if _has_healing(plan):
+        cat.update({m: f"the head's self-healing loop: {h[2]}" for m, h in HEALING_METRICS.items()})
     return cat
+
+
+def _has_healing(plan: dict[str, Any]) -> bool:
+    """The self-healing loop runs (plan.healing.enabled, Slurm only): its metrics and panels exist."""
+    return bool((plan.get("healing") or {}).get("enabled"))
 
 
 def _has_slurm(plan: dict[str, Any]) -> bool:
@@ -463,6 +471,51 @@ def _slurm_panels(plan: dict[str, Any]) -> list[Panel]:
     ]
 
 
+def _healing_panels(plan: dict[str, Any]) -> list[Panel]:
+    """Node health history from the head's self-healing loop (compute/healing.py): states, events by class
+    and action, and the active checks' results; on the Slurm dashboard, cluster-wide like the queue."""
+    heal = plan["healing"]
+    interval_h = heal["active"]["interval_s"] / 3600
+    stale = 3 * heal["remediation"]["interval_s"]
+    return [
+        Panel(
+            "Self-healing: nodes by state",
+            [Query("sum by (state) (gpucluster_heal_node_state)", "{{state}}")],
+            "short",
+            description="remediating: under an action (GPU reset, reboot); validating: the re-validation job runs "
+            "in the node's reservation; replace: the loop gave up, the node stays drained with a ticket.",
+        ),
+        Panel(
+            "Self-healing: events per hour by class and action",
+            [Query("sum by (class, action) (increase(gpucluster_heal_events_total[1h]))", "{{class}} {{action}}")],
+            "short",
+            description="The node history on the head (/var/log/gpucluster/node-history.jsonl, make history "
+            "NODE=...) as counts: a node that keeps coming back for the same class is an RMA case.",
+        ),
+        Panel(
+            "Active checks: last figure",
+            [Query("gpucluster_active_check_value", "{{node}} {{check}} ({{unit}})")],
+            "short",
+            description="all_reduce busbw (GB/s), ib_write_bw (Gb/s) and the storage read (GB/s) of the last active "
+            "check of each idle node, against the plan's floors (plan.healing.active.checks).",
+        ),
+        Panel(
+            "Active checks: hours since each node's last result",
+            [Query("(time() - max by (node) (gpucluster_active_check_last_timestamp_seconds)) / 3600", "{{node}}")],
+            "h",
+            [Step(None, "green"), Step(2 * interval_h, "orange", "2 x healing.active.interval_s")],
+            f"Each idle node is checked every {interval_h:g} h; ActiveCheckOverdue fires beyond the line.",
+        ),
+        Panel(
+            "Self-healing loop: seconds since its last run",
+            [Query("time() - gpucluster_heal_last_run_timestamp_seconds", "seconds")],
+            "s",
+            [Step(None, "green"), Step(stale, "red", "3 x healing.remediation.interval_s")],
+            "HealLoopStale fires beyond the line: drains wait for an operator until the loop runs again.",
+        ),
+    ]
+
+
 #: the dashboards (slurm only on Slurm clusters)
 DASHBOARDS = ("gpu", "fabric", "storage", "cooling", "slurm")
 TITLES = {
@@ -483,7 +536,7 @@ def dashboard_panels(plan: dict[str, Any]) -> dict[str, list[Panel]]:
         "cooling": _cooling_panels(plan),
     }
     if _has_slurm(plan):
-        panels["slurm"] = _slurm_panels(plan)
+        panels["slurm"] = _slurm_panels(plan) + (_healing_panels(plan) if _has_healing(plan) else [])
     return panels
 
 

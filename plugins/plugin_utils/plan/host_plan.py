@@ -71,6 +71,9 @@ KEEP_ON: dict[str, frozenset[str]] = {
     "validation.tests.ib_write_bw": frozenset({groups.COMPUTE}),
     "validation.tests.ib_write_lat": frozenset({groups.COMPUTE}),
     "validation.tests.port_counters": frozenset({groups.COMPUTE}),  # perfquery per planned HCA port
+    # self-healing (compute/healing.py): the heads' loop and the compute nodes' active check; a few KB that
+    # do not grow with the nodes, read by no other host
+    "healing": groups.SLURM_HOSTS,
 }
 
 #: Host-indexed parts narrowed to the host: a mapping keeps only the host's key, a list of host

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import healing
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.bringup import bringup_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import INTRO as HEALTH_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import health_rows
@@ -652,9 +653,17 @@ def report_sections(plan: dict[str, Any]) -> list[dict[str, Any]]:
         sections.append(_section("Node health check", health_rows(plan["health"]), HEALTH_INTRO))
     if (plan.get("containers") or {}).get("enabled"):  # training jobs in containers (compute/containers.py)
         sections.append(_section("Job containers", container_rows(plan["containers"]), CONTAINERS_INTRO))
+    if "healing" in plan:  # the self-healing loop (compute/healing.py)
+        sections.append(_healing_section(plan))
     sections.append(_parallelism_section(plan))
     sections.append(_acceptance_section(plan))
     return sections
+
+
+def _healing_section(plan: dict[str, Any]) -> dict[str, Any]:
+    """Self-healing: the schedule, the checks with their floors and budgets, the class -> action table and
+    the limits (compute/healing.py)."""
+    return _section("Self-healing", healing.healing_rows(plan["healing"]), healing.HEALING_INTRO)
 
 
 CONTAINERS_INTRO = (

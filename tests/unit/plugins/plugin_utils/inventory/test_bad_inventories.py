@@ -455,6 +455,33 @@ CASES = [
     Case("health-dcgm-timeout-0", put(f"{HC}.dcgm_timeout_s", 0), f"{HC}.dcgm_timeout_s", ">= 10 s"),
     Case("health-prolog-yes", put(f"{HC}.prolog", "yes"), f"{HC}.prolog", "true or false"),
     Case("health-typo", put(f"{HC}.epilogue", True), f"{HC}.epilogue", "epilog"),
+    # --- self-healing (compute/healing.py)
+    Case(
+        "healing-interval-short",
+        put("gpucluster_healing", {"active": {"interval_s": 60}}),
+        "gpucluster_healing.active.interval_s",
+        ">= 3600 s (an hour to a week)",
+    ),
+    Case(
+        "healing-nodes-above-rollout",
+        put("gpucluster_healing", {"remediation": {"nodes_at_once": 3}}),
+        "gpucluster_healing.remediation.nodes_at_once",
+        "the rollout's batch: 25% of 4 compute nodes",
+    ),
+    Case(
+        "healing-action-unknown",
+        put("gpucluster_healing", {"remediation": {"actions": {"xid": [{"xid": 79, "action": "rma"}]}}}),
+        "gpucluster_healing.remediation.actions.xid[0].action",
+        "none, gpu_reset, reboot, replace",
+    ),
+    Case(
+        "healing-ib-without-rdma",
+        put("gpucluster_healing", {"active": {"checks": {"ib_write_bw": {"enabled": True}}}}),
+        "gpucluster_healing.active.checks.ib_write_bw.enabled",
+        "no RDMA fabric",
+        "tier1",
+    ),
+    Case("healing-typo", put("gpucluster_healing", {"dryrun": True}), "gpucluster_healing.dryrun", "dry_run"),
     # --- async checkpoints: staging and drain (storage/checkpoint.py)
     Case("ckpt-async-keep-0", put(f"{CKA}.keep_local", 0), f"{CKA}.keep_local", ">= 1"),
     Case("ckpt-async-keep-float", put(f"{CKA}.keep_local", 1.5), f"{CKA}.keep_local", "integer"),

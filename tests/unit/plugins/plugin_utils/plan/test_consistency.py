@@ -274,6 +274,15 @@ def _rule_table(plan: dict[str, Any]) -> dict[str, tuple[str | None, float | Non
             0.1,
         )
         table["CoolantTelemetryAbsent"] = (None, None, set(), 0.1)
+    heal = plan.get("healing") or {}
+    if heal.get("enabled"):  # the self-healing loop's alerts: its limits are the healing section's
+        rem, act = heal["remediation"], heal["active"]
+        table["HealNodeReplace"] = ("==", 1, set(), 1)  # a state flag: no limit
+        table["HealRemediationStuck"] = (">=", -(-rem["stuck_after_s"] // 60), set(), 1)  # whole minutes
+        table["HealLoopStale"] = (">", rem["stale_after_s"], {rem["stale_after_s"]}, 1)
+        if act["enabled"]:
+            table["ActiveCheckOverdue"] = (">", act["overdue_after_s"], {act["overdue_after_s"]}, 1)
+            table["ActiveCheckFailing"] = (None, None, set(), 1)  # the last result compared with the last pass
     return table
 
 
