@@ -44,9 +44,16 @@ STANDINS = {
 XID_79 = "NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus."
 
 
+def _ok(probe: Callable[[], bool]) -> bool:
+    try:
+        return probe()
+    except RuntimeError:  # ssh refused: the container is restarting
+        return False
+
+
 def wait_for(what: str, probe: Callable[[], bool], limit_s: float) -> None:
     end = time.monotonic() + limit_s
-    while not probe():
+    while not _ok(probe):
         if time.monotonic() > end:
             raise AssertionError(f"no {what} within {limit_s:g} s")
         time.sleep(0.5)
@@ -86,6 +93,7 @@ def healing(hosts: dict[str, Any], plan: dict[str, Any]) -> Iterator[dict[str, A
     yield cfg
     for name in nodes:
         node = hosts[name]
+        wait_for(f"ssh to {name}", lambda node=node: node.run("true").rc == 0, 120)
         node.run("rm -f " + " ".join(f"/usr/local/bin/{tool}" for tool in STANDINS))
         if probe["enabled"]:
             node.run(f"rm -f {shlex.quote(probe['path'])}/gpucluster-activecheck-{name}.probe")
