@@ -139,7 +139,8 @@ def test_an_xid_79_node_is_rebooted_revalidated_and_resumed(
         assert state.rstrip("*") in ("idle", "mix", "alloc"), (state, reason)
         assert "gpucluster-heal-" + node not in head.check_output("scontrol show reservation")
         events = [e["event"] for e in history(head, plan, node)]
-        assert events[-5:] == ["drain", "remediate", "reboot", "validate", "resume"], events
+        # validate twice: back from the reboot, then the check job in the reservation
+        assert events[-6:] == ["drain", "remediate", "reboot", "validate", "validate", "resume"], events
         assert node_state(head, operator) == ("drain", "operator: replace DIMM")
     finally:
         hosts[node].run(f"rm -f {DROPIN} {SLURMD_ENV} && systemctl daemon-reload")
