@@ -15,3 +15,12 @@ AUDIT_BENCH_SIZES ?= 64,256,1024,4096
 AUDIT_BENCH_PLAYBOOK ?=
 bench-audit: setup ## the audit's controller side (requests, classification) on generated clusters of 64..4096 nodes
 	$(BIN)/python tools/bench/bench_audit.py --sizes $(AUDIT_BENCH_SIZES) --playbook "$(AUDIT_BENCH_PLAYBOOK)"
+
+# A node's self-healing history (playbooks/history.yml, docs/runbook.md "Self-healing"), read on the
+# first head: make history NODE=compute03 TIER=tier4 (the running lab of TIER when it is up) or
+# INVENTORY=inventories/site.
+.PHONY: history
+HISTORY_INVENTORY = $(if $(and $(filter file,$(origin INVENTORY)),$(wildcard .lab/$(TIER)/inventory.yml)),$(LAB_INVENTORY) $(LAB_CONNECT),-i $(INVENTORY))
+history: setup ## print a node's self-healing history lines from the head (NODE=compute03; TIER= or INVENTORY=)
+	@test -n "$(NODE)" || { echo "make history: name the node, e.g. make history NODE=compute03 TIER=tier4" >&2; exit 2; }
+	$(BIN)/ansible-playbook $(HISTORY_INVENTORY) playbooks/history.yml -e history_node=$(NODE)

@@ -90,6 +90,14 @@ DEFAULT_QOS_SET: tuple[dict[str, Any], ...] = (
 )
 
 
+#: The maintenance QOS of the head's active check jobs (plan healing.active.qos, compute/healing.py QOS):
+#: priority 0, no Preempt list and in no other QOS's list (it never preempts and is never preempted: a
+#: check job only starts on an idle node, and gpucluster-heal cancels one that does not start), no
+#: limits; only root's association may use it (the teams' accounts do not list it).
+MAINTENANCE_QOS = "gpucluster-check"
+MAINTENANCE_ACCOUNT = "root"  # slurmdbd's own account of root (created with the cluster)
+
+
 @dataclass(frozen=True)
 class Qos:
     """One QOS as sacctmgr sets it; GPU limits in units of ``gpu_tres`` (None: no limit): GPUs
@@ -280,7 +288,28 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
         section.get("mig_billing_weights"),
     )
     qos = _qos_set(section, gpus_total, preempt_mode, billing)
+    require(
+        all(q.name != MAINTENANCE_QOS for q in qos),
+        f"{FIELD}.qos",
+        MAINTENANCE_QOS,
+        "a name other than the maintenance QOS of the active checks",
+    )
     accounts = _accounts(plan, qos, default_account, billing)
+    qos.append(
+        Qos(MAINTENANCE_QOS, 0, [], "cluster", None, None, "gpucluster: active checks (root only)", billing["tres"])
+    )
+    accounts.append(
+        Account(
+            MAINTENANCE_ACCOUNT,
+            1,
+            ["root"],
+            [DEFAULT_QOS, MAINTENANCE_QOS],
+            DEFAULT_QOS,
+            None,
+            "root: the maintenance QOS of the active checks",
+            gpu_tres=billing["tres"],
+        )
+    )
     return {
         "priority_type": "priority/multifactor",
         "weights": _weights(section),

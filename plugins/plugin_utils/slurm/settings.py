@@ -45,6 +45,15 @@ BOARDS = 1
 #: (slurm.conf(5) NodeName, State; [SL4]).
 NODE_STATE = "UNKNOWN"
 HEALTH_CHECK_PROGRAM = "/usr/local/sbin/gpucluster-healthcheck"
+#: `scontrol reboot` (the head's self-healing, plan healing.remediation; an operator): slurmd runs
+#: RebootProgram on the node once it is idle (slurm.conf(5), RebootProgram). Debian 12's reboot is
+#: systemd's (systemctl reboot): services stop in order, the machine restarts.
+REBOOT_PROGRAM = "/usr/sbin/reboot"
+#: A node that has not registered again ResumeTimeout after `scontrol reboot` is set DOWN (slurm.conf(5),
+#: ResumeTimeout and RebootProgram; the default is 60 s, shorter than a GPU server's firmware POST): the
+#: longest reboot timeout the healing plan allows (compute/healing.py REBOOT_TIMEOUT_RANGE_S; a unit test
+#: keeps them equal), so the head's own reboot_timeout_s (at most this) decides first.
+RESUME_TIMEOUT_S = 7200
 HEALTH_CHECK_INTERVAL_S = 300  # OpenHPC/NHC recipe: every five minutes (docs/sources.md §8.4)
 
 
@@ -233,6 +242,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         # refused on Debian 12's Slurm 22.05 (slurm/topology.py)
         **_topology(site, plan),
         "health_check_program": HEALTH_CHECK_PROGRAM,
+        "reboot": {"program": REBOOT_PROGRAM, "resume_timeout_s": RESUME_TIMEOUT_S},
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         # the same check after (Epilog) and before (Prolog) each job, when the inventory has them on
         # (compute/health.py, gpucluster_slurm.health; docs/sources.md [SL9]); "" leaves the line out

@@ -10,6 +10,7 @@ task (or a looped one has a second writer), or a notified handler does not exist
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,6 +72,9 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-oci-run": plan["containers"]["oci"]["wrapper"],
         "gpucluster-slurm-metrics": plan["monitoring"]["slurm_queue"]["program"],
         "gpucluster-web-auth": plan["monitoring"]["auth"]["program"],
+        # self-healing (compute/healing.py): the head's loop, and the active check next to the health check
+        "gpucluster-heal": plan["healing"]["program"],
+        "gpucluster-activecheck": str(Path(plan["healing"]["active"]["program"]).with_name("gpucluster-activecheck")),
         # a MIG site's compute nodes: their gres.conf lines from the driver (compute/mig.py)
         "gpucluster-mig-gres": cluster_plan(*load_inventory("examples/tier2-mig"))["slurm"]["gres_mig"]["program"],
         # tier4's controllers have a backup: the takeover hook
@@ -85,10 +89,12 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
         "gpucluster-healthcheck",
         "gpucluster-ckpt-drain",
         "gpucluster-oci-run",  # tier3 runs its training containers with Slurm's oci.conf
+        "gpucluster-activecheck",
     }
     assert {f["src"] for f in plan["files"]["head01"] if f.get("static")} == {
         "gpucluster-slurm-metrics",
         "gpucluster-web-auth",
+        "gpucluster-heal",
     }
     for role in HOST_ROLES:
         copies = [t for t in _role_tasks(role) if "ansible.builtin.copy" in t]

@@ -156,7 +156,9 @@ def test_first_run_creates_qos_accounts_users_then_nothing_changes(
     assert accts[("product", "")]["qos"] == "high,normal,preemptible"
     assert accts[("product", "")]["defaultqos"] == "normal"
     assert {u for (a, u) in accts if u and a != "root"} == {"alice", "bob", "carol"}
-    assert out["unmanaged"] == {"qos": [], "accounts": ["root"]}
+    assert out["unmanaged"] == {"qos": [], "accounts": []}  # root's account: the maintenance QOS
+    assert qos["gpucluster-check"]["priority"] == "0" and qos["gpucluster-check"]["preempt"] == ""
+    assert accts[("root", "")]["qos"] == "gpucluster-check,normal"
     # every write is an argument list with --immediate (no prompt), never a shell line
     assert all(c[0] == "--immediate" for c in _writes(fake))
 

@@ -35,7 +35,7 @@ def test_defaults_are_multifactor_fair_share_with_enforced_limits() -> None:
 @pytest.mark.parametrize(("tier", "high", "preemptible"), [("tier2", 4, 8), ("tier3", 8, 16), ("tier4", 16, 32)])
 def test_qos_gpu_limits_follow_the_cluster_size(tier: str, high: int, preemptible: int) -> None:
     qos = {q["name"]: q for q in _acct(tier)["qos"]}
-    assert sorted(qos) == ["high", "normal", "preemptible"]
+    assert sorted(qos) == ["gpucluster-check", "high", "normal", "preemptible"]
     assert qos["high"]["grp_gpus"] == high and qos["high"]["max_gpus_per_user"] == high
     assert qos["preemptible"]["max_gpus_per_user"] == preemptible and qos["preemptible"]["grp_gpus"] is None
     assert qos["normal"]["grp_gpus"] is None and qos["normal"]["max_gpus_per_user"] is None
@@ -49,7 +49,12 @@ def test_qos_gpu_limits_follow_the_cluster_size(tier: str, high: int, preemptibl
 def test_one_account_per_team_with_its_share_users_and_gpu_cap() -> None:
     plan = _plan("tier3")
     accounts = {a["name"]: a for a in plan["slurm"]["accounting"]["accounts"]}
-    assert list(accounts) == [t["name"] for t in plan["tenants"]] == ["research", "product", "evaluation"]
+    assert (
+        list(accounts)
+        == [t["name"] for t in plan["tenants"]] + ["root"]
+        == ["research", "product", "evaluation", "root"]
+    )
+    accounts.pop("root")  # the maintenance QOS's (test_the_maintenance_qos_is_roots_alone)
     assert [a["fairshare"] for a in accounts.values()] == [50, 30, 20]
     assert accounts["research"]["users"] == ["alice", "bob"]
     # research may borrow the whole cluster: no cap; product: 10 guaranteed (9.6, the largest remainder
@@ -63,9 +68,12 @@ def test_one_account_per_team_with_its_share_users_and_gpu_cap() -> None:
 
 def test_without_teams_every_job_goes_to_one_default_account() -> None:
     a = _acct("tier1")
-    assert [x["name"] for x in a["accounts"]] == ["general"]
+    assert [x["name"] for x in a["accounts"]] == ["general", "root"]
     assert a["accounts"][0]["users"] == [] and a["accounts"][0]["grp_gpus"] is None
-    assert [x["name"] for x in _acct("tier1", gpucluster_slurm={"default_account": "lab"})["accounts"]] == ["lab"]
+    assert [x["name"] for x in _acct("tier1", gpucluster_slurm={"default_account": "lab"})["accounts"]] == [
+        "lab",
+        "root",
+    ]
 
 
 def test_inventory_overrides_weights_qos_and_preemption() -> None:
@@ -200,4 +208,27 @@ def test_slurm_conf_writes_a_node_line_per_entry_of_slurm_nodes(name: str) -> No
 def test_accounting_plan_without_tenants_key_is_the_default_account() -> None:
     plan = _plan("tier2")
     plan.pop("tenants")
-    assert [a["name"] for a in accounting.accounting_plan(None, plan)["accounts"]] == ["general"]
+    assert [a["name"] for a in accounting.accounting_plan(None, plan)["accounts"]] == ["general", "root"]
+
+
+@pytest.mark.parametrize("tier", ["tier1", "tier3"])
+def test_the_maintenance_qos_is_roots_alone(tier: str) -> None:
+    """The active checks' QOS (plan healing.active.qos): priority 0, never preempts, never preempted, no
+    limits; root's account lists it, no team's does."""
+    plan = _plan(tier)
+    acct = plan["slurm"]["accounting"]
+    qos = {q["name"]: q for q in acct["qos"]}
+    check = qos[accounting.MAINTENANCE_QOS]
+    assert accounting.MAINTENANCE_QOS == plan["healing"]["active"]["qos"]
+    assert (check["priority"], check["preempt"], check["preempt_mode"]) == (0, [], "cluster")
+    assert check["grp_gpus"] is None and check["max_gpus_per_user"] is None
+    assert all(accounting.MAINTENANCE_QOS not in q["preempt"] for q in qos.values())
+    by_name = {a["name"]: a for a in acct["accounts"]}
+    assert by_name["root"]["users"] == ["root"] and accounting.MAINTENANCE_QOS in by_name["root"]["qos"]
+    assert by_name["root"]["default_qos"] == "normal"
+    assert all(accounting.MAINTENANCE_QOS not in a["qos"] for n, a in by_name.items() if n != "root")
+
+
+def test_a_site_qos_cannot_take_the_maintenance_name() -> None:
+    with pytest.raises(PlanError, match="gpucluster_slurm.qos"):
+        _acct("tier2", gpucluster_slurm={"qos": [{"name": "gpucluster-check", "priority": 5}]})
