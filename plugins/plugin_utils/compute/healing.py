@@ -5,8 +5,8 @@ Two loops on the first head (the program and the compute node's active check rea
 - **Active checks.** Every ``active.interval_s`` each idle compute node runs a check job through Slurm
   itself, in a maintenance QOS that never preempts work (``active.qos``), at most ``active.nodes_at_once``
   nodes at a time: a single-node all_reduce against the plan's intra-node floor, ``dcgmi diag`` at the
-  health check's level, GPUDirect ``ib_write_bw`` against a neighbour on the same rail (RDMA fabrics only)
-  and a read of the shared file system's validation path (shared file systems only). Each check's
+  health check's level, the storage read probe (shared file systems only); GPUDirect ``ib_write_bw`` (a two-node
+  test) is planned off, with the reason: validate.yml and the bisection's pair round run it. Each check's
   ``budget_s`` is the job's time limit. A failure drains the node with the check and the figure in the
   reason (``gpucluster: check allreduce 312.4 GB/s < floor 460 GB/s``).
 - **Remediation.** Every ``remediation.interval_s`` the loop reads the drains whose reason starts with
@@ -88,6 +88,11 @@ BUDGET_S: dict[str, int] = {"allreduce": 300, "ib_write_bw": 120, "storage_read"
 #: a budget below 30 s cannot start a job; above an hour it is a burn-in, not a check
 BUDGET_RANGE_S = (30, 3600)
 CHECKS = ("allreduce", "dcgm", "ib_write_bw", "storage_read")
+#: why the one-node active check does not run ib_write_bw (it needs a second node serving on the same rail)
+IB_WRITE_BW_OFF = (
+    "a two-node test: the one-node active check does not run it; playbooks/validate.yml and "
+    "playbooks/bisect.yml's pair round do"
+)
 
 REMEDIATION_INTERVAL_S = 60  # the head's timer: a drain waits at most a minute to be classified
 RETRIES_DEFAULT = 2
@@ -268,8 +273,12 @@ def _checks(plan: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, dict[s
             "level": dcgm["level"],
         },
         "ib_write_bw": {
-            "enabled": rdma and nic is not None,
-            "why": None if rdma and nic is not None else "no RDMA fabric (ib_write_bw needs InfiniBand or RoCE)",
+            # a two-node test (a server on a neighbour of the rail): the active check of one idle node does not
+            # run it; playbooks/validate.yml and the bisection's pair round (playbooks/bisect.yml) do
+            "enabled": False,
+            "why": IB_WRITE_BW_OFF
+            if rdma and nic is not None
+            else "no RDMA fabric (ib_write_bw needs InfiniBand or RoCE)",
             "budget_s": BUDGET_S["ib_write_bw"],
             "floor": nic,
             "unit": "Gb/s",

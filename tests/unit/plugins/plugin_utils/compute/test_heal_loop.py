@@ -280,8 +280,7 @@ def test_a_missing_tool_is_never_a_pass(cfg: dict[str, Any], monkeypatch: pytest
     assert {r["check"]: r["result"] for r in results} == {
         "allreduce": "not installed",
         "dcgm": "not installed",
-        "ib_write_bw": "not run",  # no rail peer named in the plan
-    }
+    }  # ib_write_bw: planned off (a two-node test, healing.IB_WRITE_BW_OFF)
     assert ac.overall(results) == "incomplete" and ac.reason_of("gpucluster:", results) is None
 
 

@@ -219,7 +219,7 @@ def test_the_maintenance_qos_is_roots_alone(tier: str) -> None:
     acct = plan["slurm"]["accounting"]
     qos = {q["name"]: q for q in acct["qos"]}
     check = qos[accounting.MAINTENANCE_QOS]
-    assert accounting.MAINTENANCE_QOS == plan["healing"]["active"]["qos"]
+    assert plan["healing"]["active"]["qos"] == accounting.MAINTENANCE_QOS
     assert (check["priority"], check["preempt"], check["preempt_mode"]) == (0, [], "cluster")
     assert check["grp_gpus"] is None and check["max_gpus_per_user"] is None
     assert all(accounting.MAINTENANCE_QOS not in q["preempt"] for q in qos.values())
@@ -230,5 +230,5 @@ def test_the_maintenance_qos_is_roots_alone(tier: str) -> None:
 
 
 def test_a_site_qos_cannot_take_the_maintenance_name() -> None:
-    with pytest.raises(PlanError, match="gpucluster_slurm.qos"):
+    with pytest.raises(PlanError, match=r"gpucluster_slurm\.qos"):
         _acct("tier2", gpucluster_slurm={"qos": [{"name": "gpucluster-check", "priority": 5}]})
