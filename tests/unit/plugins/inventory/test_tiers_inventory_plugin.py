@@ -30,6 +30,11 @@ def _inventory(source: str, cwd: Path = ROOT, *args: str) -> subprocess.Complete
     )  # fmt: skip
 
 
+def _squeezed(text: str) -> str:
+    """The text without white space: ansible-core 2.18 wraps a warning's lines, also inside a path."""
+    return "".join(text.split())
+
+
 def test_the_known_tiers_are_the_reference_inventories() -> None:
     assert set(known_tiers(ROOT)) == set(TIERS)
     assert known_tiers(ROOT)["tier3"] == ROOT / "inventories" / "tier3"
@@ -83,7 +88,7 @@ def test_a_tier_by_name_with_a_vars_file_nested_past_libyaml_names_the_file(tmp_
     deep.write_text("x: " + "[" * 5000 + "]" * 5000 + "\n")
     run = _inventory("tier1", tmp_path, "--list")
     assert run.returncode != 0
-    assert f"{deep}:1: the YAML nests more than 256 levels deep" in run.stdout + run.stderr
+    assert _squeezed(f"{deep}:1: the YAML nests more than 256 levels deep") in _squeezed(run.stdout + run.stderr)
 
 
 def test_vars_plugin_checks_group_vars_of_a_path_before_host_group_vars(tmp_path: Path) -> None:
@@ -95,4 +100,4 @@ def test_vars_plugin_checks_group_vars_of_a_path_before_host_group_vars(tmp_path
     deep.write_text("x:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 2000)))
     run = _inventory(str(inv), ROOT, "--list")
     assert run.returncode != 0
-    assert f"{deep}:257: the YAML nests more than 256 levels deep" in run.stdout + run.stderr
+    assert _squeezed(f"{deep}:257: the YAML nests more than 256 levels deep") in _squeezed(run.stdout + run.stderr)
