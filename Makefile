@@ -8,7 +8,7 @@ INVENTORY ?= inventories/$(TIER)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help setup setup-collections deps plan test lint sanity unit golden integration molecule bench-plan bench-site clean
+.PHONY: typecheck help setup setup-collections deps plan test lint sanity unit golden integration molecule bench-plan bench-site clean
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
@@ -61,6 +61,12 @@ lint: setup ## ruff, ansible-lint (production profile), antsibull-changelog lint
 # such a temporary folder with tests/config.yml and tests/sanity/, and runs the sanity tests for
 # Python 3.11 (the controller's; tests/config.yml: modules need >= 3.10). The first run takes
 # ~5 min (a venv per test, cached in ~/.ansible/test), later ones ~2 min.
+# mypy over the collection's plugins (as the package ansible_collections.gpucluster.tiers, through the
+# collections/ link) and the tools; profile in pyproject.toml [tool.mypy]
+typecheck: setup ## mypy: plugins/ and tools/, no implicit Any
+	$(BIN)/mypy -p ansible_collections.gpucluster.tiers.plugins
+	$(BIN)/mypy tools
+
 sanity: setup ## ansible-test sanity on the built collection (tools/sanity/run.py; SANITY_ARGS=--test pylint ...)
 	$(BIN)/python tools/sanity/run.py $(SANITY_ARGS)
 
