@@ -35,9 +35,13 @@ maintains, so every supported cluster knows it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import (
+    JsonObject,
+    JsonValue,
+    NodeSettings,
+    TeamFolder,
+)
 
 PSA = "pod-security.kubernetes.io"
 #: the Pod Security Standards' version the labels pin (the oldest maintained minor release, as the validator's)
@@ -75,7 +79,7 @@ def namespace_labels() -> dict[str, str]:
     return labels
 
 
-def _policy(name: str, namespace: str, spec: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+def _policy(name: str, namespace: str, spec: JsonObject, labels: dict[str, str]) -> JsonObject:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -84,7 +88,7 @@ def _policy(name: str, namespace: str, spec: dict[str, Any], labels: dict[str, s
     }
 
 
-def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+def network_policies(namespace: str, labels: dict[str, str]) -> list[JsonObject]:
     """A team namespace's NetworkPolicies (policies add up: a connection is allowed if one allows it).
 
     - ``default-deny``: every pod, ingress and egress, nothing allowed;
@@ -157,18 +161,18 @@ def network_policies(namespace: str, labels: dict[str, str]) -> list[dict[str, A
     ]
 
 
-def restricted_security_context() -> tuple[dict[str, Any], dict[str, Any]]:
+def restricted_security_context() -> tuple[JsonObject, JsonObject]:
     """(pod, container) securityContext of the collection's own pods: the ``restricted`` level's rules
     (non-root numeric user, no privilege escalation, every capability dropped, the runtime's seccomp profile).
     RDMA needs no capability: registered memory counts against RLIMIT_MEMLOCK, which the pod inherits from
     the container runtime (containerd's ``LimitMEMLOCK=infinity`` on the node; docs/kubernetes.md)."""
-    pod = {
+    pod: JsonObject = {
         "runAsNonRoot": True,
         "runAsUser": RAY_UID,
         "runAsGroup": RAY_GID,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    container: JsonObject = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     return pod, container
 
 
@@ -177,15 +181,15 @@ def storage_name(team: str, volume: str) -> str:
     return f"gpucluster-{team}-{volume}"
 
 
-def storage_objects(namespace: str, paths: dict[str, str], labels: dict[str, str]) -> list[dict[str, Any]]:
+def storage_objects(namespace: str, paths: dict[str, str], labels: dict[str, str]) -> list[JsonObject]:
     """Per volume (``paths``: volume name -> the node's path): a PersistentVolume of the team's folder
     ``<path>/<namespace>`` on the node (hostPath, type Directory: the site creates it, owned by the team) and the
     claim in the team's namespace it is bound to (``claimRef`` on the volume, ``volumeName`` on the claim: no
     other namespace's claim can bind it; storage class "": no dynamic provisioning)."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     for volume, path in sorted(paths.items()):
         pv = storage_name(namespace, volume)
-        access = ["ReadWriteMany"]
+        access: list[JsonValue] = ["ReadWriteMany"]
         out.append(
             {
                 "apiVersion": "v1",
@@ -245,7 +249,7 @@ def node_settings(
     paths: dict[str, str],
     teams: list[str],
     shared_roots: list[str],
-) -> dict[str, Any]:
+) -> NodeSettings:
     """plan["kubernetes"]["node"]: what the compute role sets on a GPU node for the teams' pods.
 
     - ``containerd``: the drop-in's path and its ``LimitMEMLOCK`` (``memlock``: the nodes' memlock limit of
@@ -273,7 +277,7 @@ def node_settings(
                 f"{folder} would be or hold {clash[0] if clash else ''}, the path of another volume "
                 "with every team's folder",
             )
-    folders: list[dict[str, str]] = []
+    folders: list[TeamFolder] = []
     on_root: dict[str, list[str]] = {}
     for _volume, path in sorted(paths.items()):
         base = path.rstrip("/")

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from html import escape
 
+#: CommonMark with tables; html off (raw HTML is text), HTML5 void tags (``<img ...>``, no ``/>``).
+_MD: MarkdownIt | None
 try:
     from markdown_it import MarkdownIt
 except ImportError as exc:  # a controller without markdown-it-py: markdown_html says so when it runs
-    MarkdownIt = None
+    _MD = None
     MARKDOWN_IT_IMPORT_ERROR: ImportError | None = exc
 else:
+    _MD = MarkdownIt("commonmark", {"html": False, "xhtmlOut": False}).enable("table")
     MARKDOWN_IT_IMPORT_ERROR = None
-
-#: CommonMark with tables; html off (raw HTML is text), HTML5 void tags (``<img ...>``, no ``/>``).
-_MD = MarkdownIt("commonmark", {"html": False, "xhtmlOut": False}).enable("table") if MarkdownIt else None
 
 _STYLE = (
     "body{font-family:Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"

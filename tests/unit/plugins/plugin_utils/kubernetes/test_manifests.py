@@ -16,7 +16,7 @@ from conftest import cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node import node_resources
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import load_site
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import common, kuberay, kueue, manifests
 
 GPU = "nvidia.com/gpu"
 
@@ -181,7 +181,7 @@ def test_the_gpu_operator_leaves_the_driver_to_the_site_and_exports_dcgm(plan: d
     spec = policy["spec"]
     assert spec["driver"]["enabled"] is False and spec["dcgmExporter"]["enabled"] is True
     assert spec["mig"]["strategy"] == "none"
-    assert manifests.GPU_TOLERATION in spec["daemonsets"]["tolerations"]
+    assert common.GPU_TOLERATION in spec["daemonsets"]["tolerations"]
 
 
 def test_fat_tree_topology_is_block_rack_host(plan: dict[str, Any]) -> None:
@@ -200,7 +200,7 @@ def test_fat_tree_topology_is_block_rack_host(plan: dict[str, Any]) -> None:
     for v in nodes.values():
         assert all(label in v["labels"] for label in levels if label != "kubernetes.io/hostname")
         assert v["labels"]["gpucluster.io/gpu-count"] == "8" and v["labels"]["gpucluster.io/cooling"] == "dlc"
-        assert v["taints"] == [manifests.GPU_TAINT]
+        assert v["taints"] == [common.GPU_TAINT]
         assert all(v["labels"][k] == val for k, val in flavor["spec"]["nodeLabels"].items())
 
 
@@ -239,12 +239,12 @@ def test_shares_over_100_percent_name_the_field() -> None:
 def test_a_team_quota_above_the_cluster_names_the_field() -> None:
     tenants = [{"name": "a", "gpu_share_percent": 100, "gpus": 65, "borrowing_limit_gpus": 0}]
     with pytest.raises(PlanError) as err:
-        manifests.check_tenants(tenants, 64)
+        kueue.check_tenants(tenants, 64)
     assert err.value.field == "gpucluster_tenants[0].gpu_share_percent"
     assert "64 GPUs" in err.value.allowed
     two = [dict(tenants[0], gpus=40), {"name": "b", "gpu_share_percent": 50, "gpus": 32}]
     with pytest.raises(PlanError) as err:
-        manifests.check_tenants(two, 64)
+        kueue.check_tenants(two, 64)
     assert err.value.field == "gpucluster_tenants" and "found 72" in err.value.allowed
 
 
@@ -270,7 +270,7 @@ def test_a_whole_cluster_rayjob_fits_its_nodes_head_included(inventory: str) -> 
     (container,) = worker["template"]["spec"]["containers"]
     req = container["resources"]["requests"]
     left = {"cpu": allocatable["cpu"] - int(req["cpu"]), "memory_mib": allocatable["memory_mib"] - _mib(req["memory"])}
-    assert left == {"cpu": manifests.DAEMONSET_CPU, "memory_mib": manifests.DAEMONSET_MEMORY_MIB}
+    assert left == {"cpu": kuberay.DAEMONSET_CPU, "memory_mib": kuberay.DAEMONSET_MEMORY_MIB}
     assert worker["replicas"] == plan["cluster"]["compute_nodes"]  # one worker per GPU node: the whole cluster
     head = spec["headGroupSpec"]["template"]["spec"]
     (head_container,) = head["containers"]
@@ -304,7 +304,7 @@ def test_without_a_cpu_pool_the_head_shares_a_gpu_node_and_the_workers_leave_it_
     sizes = plan["kubernetes"]["ray"]
     shape = plan["kubernetes"]["node_shape"]
     assert sizes["head"]["node_pool"] == "gpu"
-    assert sizes["worker"]["cpu"] + sizes["head"]["cpu"] + manifests.DAEMONSET_CPU == shape["cpus"]
+    assert sizes["worker"]["cpu"] + sizes["head"]["cpu"] + kuberay.DAEMONSET_CPU == shape["cpus"]
     head = _objects(plan, "RayJob")[0]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert head["nodeSelector"]["gpucluster.io/node-pool"] == "gpu"
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import manifests, tenancy
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes import common, tenancy
 
 
 def _load_tool(name: str) -> ModuleType:
@@ -89,7 +89,7 @@ def test_without_teams_the_training_namespace_is_guarded_too() -> None:
     del site["gpucluster_tenants"]
     plan = cluster_plan(site, groups)
     (ns,) = _objects(plan, "Namespace")
-    assert ns["metadata"]["name"] == manifests.DEFAULT_NAMESPACE
+    assert ns["metadata"]["name"] == common.DEFAULT_NAMESPACE
     assert ns["metadata"]["labels"][f"{PSA}/enforce"] == "baseline"
     assert {p["metadata"]["name"] for p in _objects(plan, "NetworkPolicy", "training")} >= {"default-deny"}
     assert ps.check_manifests(vm.objects_in_plan(plan)) == []
