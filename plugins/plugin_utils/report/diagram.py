@@ -19,6 +19,9 @@ import html
 import math
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import CoolingSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+
 #: One colour per rail (cycled beyond eight rails); readable on white, distinct in print.
 RAIL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 GPU_COLOUR = "#4e79a7"
@@ -26,7 +29,7 @@ BASE_COLOUR = "#a0cbe8"
 BUDGET_COLOUR = "#d62728"
 
 
-def _num(value: Any) -> str:
+def _num(value: object) -> str:
     """A number as the report writes it: up to two decimals, no trailing zeros."""
     if value is None:
         return "n/a"
@@ -42,12 +45,12 @@ def _dot_id(name: str) -> str:
     return '"' + str(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _dot_label(*lines: Any) -> str:
+def _dot_label(*lines: object) -> str:
     """A quoted DOT label, one line per argument (``\\n`` centres each line)."""
     return '"' + "\\n".join(str(line).replace("\\", "\\\\").replace('"', '\\"') for line in lines) + '"'
 
 
-def _rail_colour(rail: Any) -> str:
+def _rail_colour(rail: object) -> str:
     return RAIL_COLOURS[int(rail) % len(RAIL_COLOURS)] if isinstance(rail, int) else "#555555"
 
 
@@ -78,12 +81,15 @@ def _rank(nodes: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int = 96) -> str:
+def fabric_dot(plan: Plan, *, max_hosts: int = 64, max_switches: int = 96) -> str:
     """Graphviz DOT text of the planned fabric: spines on top, leaves, compute hosts below.
 
     Host links are coloured by rail (one edge per host and switch; parallel cables are one
     edge labelled with their count); leaf-spine uplinks are one edge per leaf and spine
     labelled ``xN``. A cluster without an external fabric shows its compute hosts only.
+
+    One function of about 125 lines: the boxes and the edges share the collapse decisions (``box``,
+    ``su_of``, ``collapse_hosts``), which a split would pass around as a bag of locals.
     """
     fab, cluster = plan["fabric"], plan["cluster"]
     cab = fab.get("cabling") or {}
@@ -208,7 +214,7 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
 # --------------------------------------------------------------------------- SVG
 
 
-def _x(text: Any) -> str:
+def _x(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
@@ -228,13 +234,14 @@ def _rack_groups(nodes: int, per_rack: int, limit: int = 12) -> list[tuple[str, 
     return bars
 
 
-def power_svg(plan: dict[str, Any]) -> str:
+def power_svg(plan: Plan) -> str:
     """An SVG bar chart: planned power per rack (GPU and base load) against the rack budget,
     and, for direct liquid cooling, the loop's flow and temperature alarms."""
     pw, cool, cluster = plan["power"], plan["cooling"], plan["cluster"]
     # bars: the load at the power limit the GPU policy asked for; the black line: the applied (capped) load
-    gpu_node = float(pw.get("gpu_load_kw_per_node_uncapped", pw["gpu_load_kw_per_node"]))
-    uncapped_node = float(pw.get("node_kw_uncapped", pw["node_kw"]))
+    both = "node_kw_uncapped" in pw  # the plan keeps the uncapped load beside the applied one
+    gpu_node = float(pw["gpu_load_kw_per_node_uncapped"] if both else pw["gpu_load_kw_per_node"])
+    uncapped_node = float(pw["node_kw_uncapped"] if both else pw["node_kw"])
     base_node = uncapped_node - gpu_node
     fitted_node = float(pw["node_kw"])
     budget = float(pw["rack_budget_kw"])
@@ -249,9 +256,7 @@ def power_svg(plan: dict[str, Any]) -> str:
 
     body: list[str] = []
     # axis and grid
-    step = scale_max / 5
-    for i in range(6):
-        v = step * i
+    for v in (scale_max / 5 * i for i in range(6)):
         body.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{width - 180}" y2="{y(v):.1f}" stroke="#e6e6e6"/>')
         body.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{_x(_num(round(v, 1)))}</text>')
     body.append(f'<text x="16" y="{top + chart_h / 2:.0f}" transform="rotate(-90 16 {top + chart_h / 2:.0f})" '
@@ -289,17 +294,7 @@ def power_svg(plan: dict[str, Any]) -> str:
         f'<text x="{width - 176}" y="{y(budget) + 4:.1f}" fill="{BUDGET_COLOUR}">'
         f"{_x(f'budget {_num(budget)} kW')}</text>"
     )
-    # legend: one row under the title
-    legend = [(GPU_COLOUR, f"GPUs ({cluster['gpus_per_node']} per node)"), (BASE_COLOUR, "base load")]
-    lx = left
-    for colour, text in legend:
-        body.append(f'<rect x="{lx}" y="{top - 22}" width="12" height="12" fill="{colour}"/>')
-        body.append(f'<text x="{lx + 18}" y="{top - 12}">{_x(text)}</text>')
-        lx += 40 + 7 * len(text)
-    if not pw.get("fits", True):
-        capped = f"with every GPU capped at {pw['per_gpu_cap_w_to_fit']} W"
-        body.append(f'<line x1="{lx}" y1="{top - 16}" x2="{lx + 14}" y2="{top - 16}" stroke="#000" stroke-width="2"/>')
-        body.append(f'<text x="{lx + 18}" y="{top - 12}">{_x(capped)}</text>')
+    body += _power_legend(plan, left, top)
 
     lines = [
         f"node {_num(pw['node_kw'])} kW = GPUs {_num(pw['gpu_load_kw_per_node'])} kW "
@@ -320,7 +315,12 @@ def power_svg(plan: dict[str, Any]) -> str:
         body.append(f'<text x="{left}" y="{y_text + i * 18}">{_x(text)}</text>')
     height = y_text + len(lines) * 18 + 10
     title = f"Rack power and cooling: {cluster['name']} ({cluster['tier']})"
-    head = [
+    return "\n".join([*_svg_head(title, width, height, left), *body, "</svg>"]) + "\n"
+
+
+def _svg_head(title: str, width: int, height: int, left: int) -> list[str]:
+    """The SVG element, its title, the white page and the heading."""
+    return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
         f"<title>{_x(title)}</title>",
@@ -328,10 +328,26 @@ def power_svg(plan: dict[str, Any]) -> str:
         f'<text x="{left}" y="28" font-size="16" font-weight="bold">{_x(title)}</text>',
         f'<text x="{left}" y="46">{_x("planned load per rack (from plan.json power)")}</text>',
     ]
-    return "\n".join([*head, *body, "</svg>"]) + "\n"
 
 
-def _dlc_panel(cool: dict[str, Any], left: int, top: float, width: float) -> list[str]:
+def _power_legend(plan: Plan, left: int, top: int) -> list[str]:
+    """The legend, one row under the title: GPU and base load, and the cap's line where the rack is capped."""
+    pw = plan["power"]
+    legend = [(GPU_COLOUR, f"GPUs ({plan['cluster']['gpus_per_node']} per node)"), (BASE_COLOUR, "base load")]
+    body: list[str] = []
+    lx = left
+    for colour, text in legend:
+        body.append(f'<rect x="{lx}" y="{top - 22}" width="12" height="12" fill="{colour}"/>')
+        body.append(f'<text x="{lx + 18}" y="{top - 12}">{_x(text)}</text>')
+        lx += 40 + 7 * len(text)
+    if not pw.get("fits", True):
+        capped = f"with every GPU capped at {pw['per_gpu_cap_w_to_fit']} W"
+        body.append(f'<line x1="{lx}" y1="{top - 16}" x2="{lx + 14}" y2="{top - 16}" stroke="#000" stroke-width="2"/>')
+        body.append(f'<text x="{lx + 18}" y="{top - 12}">{_x(capped)}</text>')
+    return body
+
+
+def _dlc_panel(cool: CoolingSection, left: int, top: float, width: float) -> list[str]:
     """Coolant flow against its alarms, and the supply/return temperature alarms."""
     heading = f"Direct liquid cooling, per rack loop (ASHRAE {cool['ashrae_class']})"
     out = [f'<text x="{left}" y="{top}" font-weight="bold">{_x(heading)}</text>']

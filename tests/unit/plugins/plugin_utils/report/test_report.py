@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import sections as report_module
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import compute as report_compute
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections, report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.text import fmt
 
 UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
 
@@ -207,12 +208,12 @@ def test_the_fit_line_is_computed_and_agrees_with_the_summary(tier: str) -> None
     not fit. The line is now the plan's ceiling, and it says what the Parallelism section says."""
     plan = cluster_plan(*load_inventory(tier))
     par = plan["parallelism"]
-    _, value, how = report_module._training_fit_row(plan)
-    ceiling = report_module.largest_full_fine_tune_b(par)
+    _, value, how = report_compute.training_fit_row(plan)
+    ceiling = report_compute.largest_full_fine_tune_b(par)
     assert value.startswith(f"full fine-tune up to ~{round(ceiling)}B parameters")
     assert plan["tier"]["training_fit"] not in value  # not the articles' claim
     verdict = "fits" if par["fits"] else "does not fit"
-    assert f"this site's {report_module._fmt(par['model_params_b'])}B model {verdict}" in value
+    assert f"this site's {fmt(par['model_params_b'])}B model {verdict}" in value
     warned = any("Model does not fit" in w for w in report_summary(plan)["warnings"])
     assert warned == (not par["fits"])
     assert f"({par['total_gpus']} GPUs x " in value and "Parallelism section" in how
@@ -220,7 +221,7 @@ def test_the_fit_line_is_computed_and_agrees_with_the_summary(tier: str) -> None
 
 def test_tier3_no_longer_claims_180b() -> None:
     plan = cluster_plan(*load_inventory("tier3"))
-    _, value, _ = report_module._training_fit_row(plan)
+    _, value, _ = report_compute.training_fit_row(plan)
     assert "~180B full fine-tune" not in value and "180B model does not fit" in value
 
 
@@ -236,7 +237,7 @@ def test_a_model_fits_exactly_when_it_is_within_the_ceiling(
 ) -> None:
     """Without a pinned layout, the Parallelism section's "fits" is the ceiling of the fit line."""
     par = parallelism(model_params_b=model, gpus_per_node=gpus_per_node, nodes=nodes, gpu_memory_gb=memory)
-    ceiling = report_module.largest_full_fine_tune_b(par)
+    ceiling = report_compute.largest_full_fine_tune_b(par)
     if abs(model - ceiling) > 1e-6 * ceiling:  # at the boundary itself float rounding decides
         assert par["fits"] == (model < ceiling), (model, ceiling, par["strategy"])
 
