@@ -72,6 +72,13 @@ def number(value: object) -> int:
     raise TypeError(f"not a number: {value!r}")
 
 
+def percent(value: object) -> float:
+    """A team's share (percent) as a float."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
 def text(value: object) -> str:
-    """A team's name or share as text (``float(text(share))``)."""
+    """A team's name as text."""
     return str(value)

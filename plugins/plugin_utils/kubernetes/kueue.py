@@ -24,6 +24,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.common
     dns,
     meta,
     number,
+    percent,
     tenants,
     toleration,
 )
@@ -191,8 +192,8 @@ def _team_queues(plan: Plan, total: dict[str, int], teams: Sequence[Mapping[str,
     out: list[JsonObject] = []
     for t in teams:
         team, gpus = str(t["name"]), number(t["gpus"])
-        share = float(str(t["gpu_share_percent"]))
-        limit = float(str(t["borrowing_limit_percent"]))
+        share = percent(t["gpu_share_percent"])
+        limit = percent(t["borrowing_limit_percent"])
         # with MIG the whole GPUs left are shared like the other resources (a team's GPU count is of all GPUs)
         whole = GPU_RESOURCE if not plan["gpu"].get("mig") else None
         quota = {r: (gpus if r == whole else _split(v, share)) for r, v in total.items()}
