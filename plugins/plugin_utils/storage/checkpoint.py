@@ -44,10 +44,16 @@ scoped by owner: ``<remote>/<user>/<name>``, made as that user): roles/compute/f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    AsyncInputsRow,
+    CheckpointDrain,
+    ReportCell,
+    Sizing,
+)
 
 FIELD = "gpucluster_workload.checkpoint_async"
 #: The file a training job writes last into a checkpoint folder: the folder is complete. The
@@ -113,14 +119,23 @@ class AsyncInputs:
     blocking_overhead_s: float = DEFAULT_BLOCKING_OVERHEAD_S
     host_link_gbps: float | None = None
 
+    def row(self) -> AsyncInputsRow:
+        """The inputs as plan.storage.checkpoint_drain.inputs stores them (the fields in order)."""
+        return {
+            "enabled": self.enabled,
+            "keep_local": self.keep_local,
+            "staging_path": self.staging_path,
+            "staging_capacity_tb": self.staging_capacity_tb,
+            "staging_write_gbps": self.staging_write_gbps,
+            "read_headroom": self.read_headroom,
+            "blocking_overhead_s": self.blocking_overhead_s,
+            "host_link_gbps": self.host_link_gbps,
+        }
 
-def _path(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and value.startswith("/") and value != "/" and ".." not in value.split("/"),
-        field,
-        value,
-        "an absolute path other than / without '..'",
-    )
+
+def _path(value: object, field: str) -> str:
+    if not (isinstance(value, str) and value.startswith("/") and value != "/" and ".." not in value.split("/")):
+        raise PlanError(field, value, "an absolute path other than / without '..'")
     return value.rstrip("/")
 
 
@@ -128,13 +143,15 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> AsyncInputs:
+def async_inputs(raw: object, storage_type: str, local_scratch: str | None) -> AsyncInputs:
     """The site's checkpoint_async entry with its defaults (enabled where there is a shared path)."""
-    require(raw is None or isinstance(raw, dict), FIELD, raw, "a mapping")
-    cfg = dict(raw or {})
+    if not (raw is None or isinstance(raw, dict)):
+        raise PlanError(FIELD, raw, "a mapping")
+    cfg: Mapping[str, object] = raw or {}
     shared = storage_type in SHARED_TYPES
     enabled = cfg.get("enabled", shared)
-    require(isinstance(enabled, bool), f"{FIELD}.enabled", enabled, "true or false")
+    if not isinstance(enabled, bool):
+        raise PlanError(f"{FIELD}.enabled", enabled, "true or false")
     require(
         shared or not enabled,
         f"{FIELD}.enabled",
@@ -142,9 +159,10 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
         f"false: storage type {storage_type} has no shared checkpoint path to drain to",
     )
     keep = int(check_range(cfg.get("keep_local", DEFAULT_KEEP_LOCAL), f"{FIELD}.keep_local", 1, 100, integer=True))
-    capacity = cfg.get("staging_capacity_tb")
-    if capacity is not None:
-        capacity = check_range(capacity, f"{FIELD}.staging_capacity_tb", 0.001, 10000, unit=" TB")
+    raw_capacity = cfg.get("staging_capacity_tb")
+    capacity = None
+    if raw_capacity is not None:
+        capacity = check_range(raw_capacity, f"{FIELD}.staging_capacity_tb", 0.001, 10000, unit=" TB")
     write = check_range(
         cfg.get("staging_write_gbps", DEFAULT_STAGING_WRITE_GBPS), f"{FIELD}.staging_write_gbps", 0.01, 1000
     )
@@ -152,17 +170,17 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
     overhead = check_range(
         cfg.get("blocking_overhead_s", DEFAULT_BLOCKING_OVERHEAD_S), f"{FIELD}.blocking_overhead_s", 0, 3600, unit=" s"
     )
-    host_link = cfg.get("host_link_gbps")
-    if host_link is not None:
-        host_link = check_range(host_link, f"{FIELD}.host_link_gbps", 0.1, 10000)
-    staging = cfg.get("staging_path")
-    if staging is not None:
-        staging = _path(staging, f"{FIELD}.staging_path")
+    raw_link = cfg.get("host_link_gbps")
+    host_link = None if raw_link is None else check_range(raw_link, f"{FIELD}.host_link_gbps", 0.1, 10000)
+    raw_staging = cfg.get("staging_path")
+    staging = None
+    if raw_staging is not None:
+        staging = _path(raw_staging, f"{FIELD}.staging_path")
     elif enabled:
         require(
             isinstance(local_scratch, str),
             f"{FIELD}.staging_path",
-            staging,
+            raw_staging,
             "an absolute path (there is no gpucluster_storage.local_scratch to put it under)",
         )
         staging = f"{str(local_scratch).rstrip('/')}/{STAGING_DIR}"
@@ -185,7 +203,7 @@ def drain_plan(
     node_ram_bytes: float | None = None,
     client_link_gbps: float | None = None,
     shared: bool = True,
-) -> dict[str, Any]:
+) -> CheckpointDrain:
     """Stalls with and without async, the background write, pinned memory, staging space, drain limit
     and window, and why the plan must stop.
 
@@ -208,9 +226,9 @@ def drain_plan(
     stall_sync = shard_gb / sync_rate
     copy_d2h = shard_gpu_gb / link
     stall_async = copy_d2h + inputs.blocking_overhead_s
-    out: dict[str, Any] = {
+    out: CheckpointDrain = {
         "enabled": inputs.enabled,
-        "inputs": asdict(inputs),
+        "inputs": inputs.row(),
         "shard_bytes": int(shard),
         "shard_gpu_bytes": int(shard / gpn),
         "fs_write_gbps": fs_write_gbps,
@@ -322,11 +340,11 @@ def drain_plan(
 
 
 def checkpoint_drain(
-    raw: Any,
+    raw: object,
     *,
     storage_type: str,
     local_scratch: str | None,
-    sizing: dict[str, Any],
+    sizing: Sizing,
     nodes: int,
     remote_path: str | None,
     shared_roots: tuple[str, ...] = (),
@@ -336,7 +354,7 @@ def checkpoint_drain(
     host_link: str = "PCIe Gen5 x16",
     node_ram_bytes: float | None = None,
     client_link_gbps: float | None = None,
-) -> dict[str, Any]:
+) -> CheckpointDrain:
     """The plan's storage.checkpoint_drain from the inventory entry, the storage sizing and the node."""
     inputs = async_inputs(raw, storage_type, local_scratch)
     rate = sizing["rated_write_gbps"] or sizing["write_floor_gbps"]
@@ -362,18 +380,21 @@ def _n(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
-def drain_rows(drain: dict[str, Any], checkpoint_bytes: int, nodes: int, interval_min: float) -> list[list[Any]]:
+def drain_rows(
+    drain: CheckpointDrain, checkpoint_bytes: int, nodes: int, interval_min: float
+) -> list[list[ReportCell]]:
     """The report's rows: each value with the formula and inputs that reached it; sync and async side by side."""
     inp = drain["inputs"]
     shard_gb = drain["shard_bytes"] / 1e9
     gpu_gb = drain.get("shard_gpu_bytes", drain["shard_bytes"]) / 1e9
     fs = drain["fs_write_gbps"]
+    client = drain.get("client_link_gbps")
     bound = (
-        f"min({_n(fs / nodes)} GB/s FS share, {_n(drain['client_link_gbps'])} GB/s storage link)"
-        if drain.get("client_link_gbps")
+        f"min({_n(fs / nodes)} GB/s FS share, {_n(client)} GB/s storage link)"
+        if client
         else f"{_n(fs)} GB/s FS write / {nodes} nodes"
     )
-    sync_row = [
+    sync_row: list[ReportCell] = [
         "stall per checkpoint, sync (s)",
         drain["stall_sync_s"],
         f"{_n(shard_gb)} GB shard per node / {bound} = {_n(drain['sync_rate_gbps'])} GB/s; "

@@ -27,6 +27,7 @@ at most the clients' own links on the NFS network; a storage floor above that is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
@@ -34,6 +35,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     PlanError,
     check_choice,
     require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    Ceiling,
+    Directory,
+    Nfs,
+    NfsExport,
+    NfsLinks,
+    NfsMount,
 )
 
 IMPLS = ("kernel", "ganesha")
@@ -74,13 +83,9 @@ def systemd_mount_unit_name(path: str) -> str:
     return "".join(out) + ".mount"
 
 
-def _abs(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and value.startswith("/") and ".." not in value.split("/") and " " not in value,
-        field,
-        value,
-        "an absolute path without spaces or '..'",
-    )
+def _abs(value: object, field: str) -> str:
+    if not (isinstance(value, str) and value.startswith("/") and ".." not in value.split("/") and " " not in value):
+        raise PlanError(field, value, "an absolute path without spaces or '..'")
     return value.rstrip("/") or "/"
 
 
@@ -92,9 +97,9 @@ def _under(path: str, root: str) -> str | None:
     return path[len(prefix) :] if path.startswith(prefix) else None
 
 
-def shared_directories(paths: dict[str, str], root: str, server_root: str) -> list[dict[str, str]]:
+def shared_directories(paths: Mapping[str, str], root: str, server_root: str) -> list[Directory]:
     """The planned directories (checkpoints, datasets, home) under ``root``, as paths under ``server_root``."""
-    out = []
+    out: list[Directory] = []
     for role, path in sorted(paths.items(), key=lambda kv: kv[1]):
         rel = _under(str(path), root)
         if rel:
@@ -103,13 +108,13 @@ def shared_directories(paths: dict[str, str], root: str, server_root: str) -> li
 
 
 def nfs_links(
-    nfs: dict[str, Any],
+    nfs: Mapping[str, object],
     *,
     fabric_type: str,
     lab: bool,
-    ceiling: dict[str, Any] | None = None,
+    ceiling: Ceiling | None = None,
     field: str = "gpucluster_storage.nfs",
-) -> dict[str, Any]:
+) -> NfsLinks:
     """Protocol and the links that carry NFS: ``ceiling`` (storage/sizing.py storage_ceiling: the server's planned
     storage interfaces, each card capped by its PCIe slot, and the clients' links), GB/s (GB = 1e9 B)."""
     require(
@@ -129,7 +134,7 @@ def nfs_links(
         "tcp: NFS over RDMA needs an InfiniBand or RoCE fabric"
         + (" (the lab's containers have no RDMA NICs)" if lab else f", and this site's fabric is {fabric_type}"),
     )
-    out = {
+    out: NfsLinks = {
         "proto": proto,
         "port": RDMA_PORT if proto == "rdma" else 2049,
         "rdma_offered": rdma_ok,
@@ -147,14 +152,14 @@ def nfs_links(
 
 def nfs_plan(
     *,
-    nfs: dict[str, Any],
+    nfs: Mapping[str, object],
     servers: list[str],
-    lab: dict[str, Any],
-    addresses: dict[str, Any],
-    paths: dict[str, str],
+    lab: Mapping[str, object],
+    addresses: Mapping[str, Any],
+    paths: Mapping[str, str],
     field: str = "gpucluster_storage.nfs",
-    links: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    links: NfsLinks | None = None,
+) -> Nfs:
     """Server, exports (the kernel /etc/exports lines and ganesha blocks' data) and client mounts (their
     units are rendered by mount_unit_text);
     ``links`` (nfs_links) sets the protocol of the mounts and rides along in the plan."""
@@ -165,21 +170,26 @@ def nfs_plan(
     impl = check_choice(lab.get("nfs_server_impl") or nfs.get("server_impl", "kernel"), f"{field}.server_impl", IMPLS)
     pools = addresses["pools"]
     default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
-    network = lab.get("nfs_network") or nfs.get("network") or default_net
-    check_choice(network, f"{field}.network", [n for n in ("storage", "management") if n in pools])
+    network = check_choice(
+        lab.get("nfs_network") or nfs.get("network") or default_net,
+        f"{field}.network",
+        [n for n in ("storage", "management") if n in pools],
+    )
     server_address = addresses["hosts"][server].get(network)
     require(bool(server_address), f"{field}.network", network, f"a network on which {server} has an address")
     cidr = pools[network]["cidr"]
     items = nfs.get("exports") or []
-    require(isinstance(items, list) and bool(items), f"{field}.exports", items, "a list of {path, mount_point}")
-    exports: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
-    directories: list[dict[str, str]] = []
+    if not (isinstance(items, list) and items):
+        raise PlanError(f"{field}.exports", items, "a list of {path, mount_point}")
+    exports: list[NfsExport] = []
+    mounts: list[NfsMount] = []
+    directories: list[Directory] = []
     seen_paths: set[str] = set()
     seen_mounts: set[str] = set()
     for i, item in enumerate(items):
         f = f"{field}.exports[{i}]"
-        require(isinstance(item, dict), f, item, "a mapping {path, mount_point, access, squash, clients}")
+        if not isinstance(item, dict):
+            raise PlanError(f, item, "a mapping {path, mount_point, access, squash, clients}")
         path = _abs(item.get("path"), f"{f}.path")
         mount_point = _abs(item.get("mount_point"), f"{f}.mount_point")
         require(path not in seen_paths, f"{f}.path", path, "a path not exported twice")
@@ -225,7 +235,7 @@ def nfs_plan(
         for other in (e["mount_point"] for e in exports):
             if root != other and _under(other, root) is not None:
                 raise PlanError(f"{field}.exports", [root, other], "mount points that are not nested in each other")
-    return {
+    out: Nfs = {
         "server": server,
         "server_impl": impl,
         "service": "nfs-ganesha" if impl == "ganesha" else "nfs-server",
@@ -235,11 +245,13 @@ def nfs_plan(
         "exports": exports,
         "server_directories": directories,
         "client_mounts": mounts,
-        **({"links": links} if links else {}),
     }
+    if links:
+        out["links"] = links
+    return out
 
 
-def mount_unit_text(mount: dict[str, Any], server: str) -> str:
+def mount_unit_text(mount: NfsMount, server: str) -> str:
     """The systemd mount unit of one of the plan's ``storage.nfs.client_mounts`` (what, where, type,
     options) from NFS server ``server``: rendered on the way to the clients (filter
     gpucluster.tiers.nfs_mount_unit), not stored in the plan."""
