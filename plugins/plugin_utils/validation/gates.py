@@ -10,14 +10,20 @@ unit, status: pass|fail|skipped, reason, drain}`` (pure; :mod:`acceptance` runs 
 - ib_write_lat is gated on the smallest message's typical (median) latency, against a ceiling
   (:data:`IB_LAT_CEILING_US`); the port error sweep on each planned HCA port's perfquery counters
   against :data:`PORT_ERROR_THRESHOLDS`. Both thresholds live here, with their sources.
+
+A ``run`` is what Ansible registered for one command on one host (``rc``, ``stdout``, ``stderr``, ``skipped``,
+``msg``, ...): free data sent back by the hosts, typed Any and read with ``.get`` after :func:`_outcome` checked
+it is a mapping.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import parsers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import Check, FioJob, IbPair
 
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
 
@@ -58,7 +64,7 @@ PORT_ERROR_SOURCE = "infiniband-diags error_thresholds"
 # ---------------------------------------------------------------- results in
 
 
-def loop_results(registered: Any, key: str) -> dict[str, Any]:
+def loop_results(registered: object, key: str) -> Mapping[str, object]:
     """An Ansible loop registration ({results: [{item: {...}, ...}]}) as {str(item[key]): result}.
 
     A plain mapping of name -> result is returned unchanged.
@@ -66,7 +72,7 @@ def loop_results(registered: Any, key: str) -> dict[str, Any]:
     if not isinstance(registered, dict):
         return {}
     if isinstance(registered.get("results"), list):
-        out = {}
+        out: dict[str, object] = {}
         for r in registered["results"]:
             item = r.get("item") if isinstance(r, dict) else None
             if isinstance(item, dict) and key in item:
@@ -75,11 +81,11 @@ def loop_results(registered: Any, key: str) -> dict[str, Any]:
     return registered
 
 
-def tool_installed(entry: dict[str, Any], tool: str) -> bool:
+def tool_installed(entry: Mapping[str, object], tool: str) -> bool:
     tools = entry.get("tools") or {}
     if isinstance(tools, list):
         return tool in tools
-    return bool(tools.get(tool))
+    return isinstance(tools, dict) and bool(tools.get(tool))
 
 
 def _tail(text: str, n: int = 160) -> str:
@@ -108,13 +114,13 @@ def _outcome(run: Any, installed: bool, tool: str) -> tuple[str | None, str]:
 def make_check(
     name: str,
     nodes: list[str],
-    measured: Any,
-    floor: Any,
+    measured: float | str | None,
+    floor: float | str | None,
     unit: str,
     status: str,
     reason: str,
     drain: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Check:
     return {
         "name": name,
         "nodes": nodes,
@@ -156,7 +162,7 @@ def gate_all_reduce(
     gate_bytes: int = GATE_MESSAGE_BYTES,
     expected_ranks: int | None = None,
     drain: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Check:
     """all_reduce busbw on the large-message rows against ``floor`` (GB/s); #wrong fails."""
     status, reason = _outcome(run, installed, "all_reduce_perf")
     if status:
@@ -194,7 +200,7 @@ def gate_all_reduce(
     return make_check(name, nodes, measured, floor, "GB/s", status, reason, drain)
 
 
-def gate_ib_write_bw(pair: dict[str, Any], run: Any, *, installed: bool, floor: float | None, no_floor: str) -> dict:
+def gate_ib_write_bw(pair: IbPair, run: Any, *, installed: bool, floor: float | None, no_floor: str) -> Check:
     """ib_write_bw average Gb/s of one rail pair against the per-NIC floor."""
     name = f"ib_write_bw_rail{pair['rail']}"
     nodes = [pair["client"], pair["server"]]
@@ -216,9 +222,7 @@ def gate_ib_write_bw(pair: dict[str, Any], run: Any, *, installed: bool, floor: 
     return make_check(name, nodes, measured, floor, "Gb/s", status, f"{why}; {basis}" if why else basis, drain)
 
 
-def gate_ib_write_lat(
-    pair: dict[str, Any], run: Any, *, installed: bool, ceiling: float | None = IB_LAT_CEILING_US
-) -> dict[str, Any]:
+def gate_ib_write_lat(pair: IbPair, run: Any, *, installed: bool, ceiling: float | None = IB_LAT_CEILING_US) -> Check:
     """ib_write_lat of one rail pair: the smallest message's t_typical (usec) at or below ``ceiling``."""
     name = f"ib_write_lat_rail{pair['rail']}"
     nodes = [pair["client"], pair["server"]]
@@ -253,7 +257,7 @@ def over_thresholds(counters: dict[str, int], thresholds: dict[str, int] | None 
 
 def gate_port_errors(
     host: str, hca: str, port: int, run: Any, *, installed: bool, thresholds: dict[str, int] | None = None
-) -> dict[str, Any]:
+) -> Check:
     """perfquery on one planned HCA port: fail when an error counter is above its threshold."""
     limits = PORT_ERROR_THRESHOLDS if thresholds is None else thresholds
     name = f"port_errors_{hca}"
@@ -289,16 +293,16 @@ def _fio_measure(run: Any, installed: bool, rw: str) -> tuple[float | None, str 
         return None, FAIL, f"rc {run.get('rc')}: {_tail(run.get('stderr', '')) or exc}"
     if parsed["errors"] or run.get("rc") not in (0, None):
         return None, FAIL, "; ".join(parsed["errors"]) or f"rc {run.get('rc')}: {_tail(run.get('stderr', ''))}"
-    return parsed[f"{rw}_gbps"], None, ""
+    return (parsed["write_gbps"] if rw == "write" else parsed["read_gbps"]), None, ""
 
 
 def gate_fio(
-    target: dict[str, Any],
+    target: FioJob,
     rw: str,
-    runs: dict[str, tuple[Any, bool]],
+    runs: dict[str, tuple[object, bool]],
     *,
     floor: float | None,
-) -> list[dict[str, Any]]:
+) -> list[Check]:
     """fio sequential ``rw`` GB/s; ``runs``: host -> (run, installed). Shared: one sum over hosts; local: per node."""
     name = f"fio_{rw}_{target['name']}"
     no_floor = "local scratch is not gated (the tier's storage floors apply to the checkpoint path)"
@@ -307,8 +311,8 @@ def gate_fio(
     if target["scope"] == "local":
         out = []
         for host, (value, status, reason) in results.items():
-            if status:
-                out.append(make_check(name, [host], None, floor, "GB/s", status, reason, [host]))
+            if status or value is None:  # _fio_measure gives a value exactly when it gives no status
+                out.append(make_check(name, [host], None, floor, "GB/s", status or FAIL, reason, [host]))
                 continue
             st, why = _compare(value, floor, no_floor)
             out.append(make_check(name, [host], value, floor, "GB/s", st, why or target["path"], [host]))
@@ -328,7 +332,7 @@ def gate_fio(
     return [make_check(name, hosts, total, floor, "GB/s", st, f"{why}; {basis}" if why else basis)]
 
 
-def gate_dcgm(host: str, run: Any, *, installed: bool, level: int | None = None) -> dict[str, Any]:
+def gate_dcgm(host: str, run: Any, *, installed: bool, level: int | None = None) -> Check:
     """dcgmi diag: any test with status Fail fails the node; Warn is reported, not failed."""
     name = "dcgm_diag" + (f"_r{level}" if level else "")
     status, reason = _outcome(run, installed, "dcgmi")
@@ -349,7 +353,8 @@ def gate_dcgm(host: str, run: Any, *, installed: bool, level: int | None = None)
         return make_check(name, [host], measured, "all tests pass", "", FAIL, parsed["runtime_error"], [host])
     if failed:
         why = ", ".join(
-            t["name"] + (f" (GPU {','.join(t['failed_entities'])})" if t["failed_entities"] else "") for t in failed
+            str(t["name"]) + (f" (GPU {','.join(t['failed_entities'])})" if t["failed_entities"] else "")
+            for t in failed
         )
         return make_check(
             name, [host], measured, "all tests pass", "", FAIL, "; ".join([f"failed: {why}", *notes]), [host]
