@@ -29,7 +29,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import h
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import INTRO as MPI_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.mpi import mpi_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import drain_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint_report import drain_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nvmeof import discovery_conf_text
 
 Row = list[str]

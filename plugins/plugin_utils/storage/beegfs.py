@@ -40,7 +40,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
     Beegfs,
     BeegfsPattern,
     BeegfsSettings,

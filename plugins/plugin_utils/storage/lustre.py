@@ -24,7 +24,7 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml impor
     setstripe_args,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
     Layout,
     LayoutComponent,
     LnetConfig,

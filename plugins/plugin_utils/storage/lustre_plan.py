@@ -10,13 +10,9 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre, lustre_targets, raid
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import Lustre, ServerNid
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interfaces import server_interfaces
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
-    Lustre,
-    Protection,
-    ProtectionPart,
-    ServerNid,
-)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Protection, ProtectionPart
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import protected_capacity
 
 if TYPE_CHECKING:

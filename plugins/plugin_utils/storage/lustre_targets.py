@@ -24,7 +24,8 @@ from collections.abc import Mapping
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import LevelPlan, LustreTarget
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import LustreTarget
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import LevelPlan
 
 MOUNT_ROOT = "/mnt"
 MOUNT_OPTIONS = "defaults,_netdev"

@@ -36,14 +36,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_choice,
     require,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
-    Ceiling,
-    Directory,
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
     Nfs,
     NfsExport,
     NfsLinks,
     NfsMount,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Ceiling, Directory
 
 IMPLS = ("kernel", "ganesha")
 ACCESS = ("rw", "ro")

@@ -39,8 +39,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
-    LocalNvme,
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
     Nvmeof,
     NvmeofClient,
     NvmeofTarget,
@@ -49,6 +48,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model imp
     NvmetPort,
     NvmetSubsystem,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import LocalNvme
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
 TRANSPORTS = ("rdma", "tcp")
