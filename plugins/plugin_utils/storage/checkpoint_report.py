@@ -17,13 +17,9 @@ def _n(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
-def drain_rows(
-    drain: CheckpointDrain, checkpoint_bytes: int, nodes: int, interval_min: float
-) -> list[list[ReportCell]]:
-    """The report's rows: each value with the formula and inputs that reached it; sync and async side by side."""
-    inp = drain["inputs"]
+def _sync_row(drain: CheckpointDrain, nodes: int, interval_min: float) -> list[ReportCell]:
+    """The stall of a synchronous checkpoint: the node's shard at its FS share (or its storage link)."""
     shard_gb = drain["shard_bytes"] / 1e9
-    gpu_gb = drain.get("shard_gpu_bytes", drain["shard_bytes"]) / 1e9
     fs = drain["fs_write_gbps"]
     client = drain.get("client_link_gbps")
     bound = (
@@ -31,24 +27,41 @@ def drain_rows(
         if client
         else f"{_n(fs)} GB/s FS write / {nodes} nodes"
     )
-    sync_row: list[ReportCell] = [
+    return [
         "stall per checkpoint, sync (s)",
         drain["stall_sync_s"],
         f"{_n(shard_gb)} GB shard per node / {bound} = {_n(drain['sync_rate_gbps'])} GB/s; "
         f"{_n(100 * drain['overlap_sync'])} % of the {_n(interval_min)} min interval",
     ]
-    async_how = (
+
+
+def _async_how(drain: CheckpointDrain) -> str:
+    """How the stall of an asynchronous checkpoint is reached: the device-to-host copy and the framework."""
+    inp = drain["inputs"]
+    gpu_gb = drain.get("shard_gpu_bytes", drain["shard_bytes"]) / 1e9
+    return (
         f"{_n(gpu_gb)} GB shard per GPU / {_n(drain['host_link_gbps'])} GB/s device-to-host "
         f"({drain['host_link']}) = {_n(drain['copy_d2h_s'])} s + {_n(inp['blocking_overhead_s'])} s framework "
         f"blocking ({FIELD}.blocking_overhead_s; PyTorch DCP async_save, Megatron-Core async save: the write "
         f"runs in the background); {_n(100 * drain['overlap_async'])} % of the interval"
     )
+
+
+def drain_rows(
+    drain: CheckpointDrain, checkpoint_bytes: int, nodes: int, interval_min: float
+) -> list[list[ReportCell]]:
+    """The report's rows: each value with the formula and inputs that reached it; sync and async side by side."""
+    shard_gb = drain["shard_bytes"] / 1e9
+    sync_row = _sync_row(drain, nodes, interval_min)
+    async_how = _async_how(drain)
     if not drain["enabled"]:
         return [
             ["async checkpoints", "off", f"{FIELD}.enabled: false (local_nvme: checkpoints are saved on the node)"],
             sync_row,
             ["stall per checkpoint, async if it were on (s)", drain["stall_async_s"], async_how],
         ]
+    inp = drain["inputs"]
+    fs = drain["fs_write_gbps"]
     cap = drain["staging_capacity_tb"]
     faster = drain["stall_async_s"] < drain["stall_sync_s"]
     ram = drain["pinned_ram_limit_bytes"]

@@ -186,50 +186,10 @@ def nfs_plan(
     seen_paths: set[str] = set()
     seen_mounts: set[str] = set()
     for i, item in enumerate(items):
-        f = f"{field}.exports[{i}]"
-        if not isinstance(item, dict):
-            raise PlanError(f, item, "a mapping {path, mount_point, access, squash, clients}")
-        path = _abs(item.get("path"), f"{f}.path")
-        mount_point = _abs(item.get("mount_point"), f"{f}.mount_point")
-        require(path not in seen_paths, f"{f}.path", path, "a path not exported twice")
-        require(mount_point not in seen_mounts, f"{f}.mount_point", mount_point, "a mount point not used twice")
-        seen_paths.add(path)
-        seen_mounts.add(mount_point)
-        access = check_choice(item.get("access", "rw"), f"{f}.access", ACCESS)
-        squash = check_choice(item.get("squash", "root_squash"), f"{f}.squash", SQUASH)
-        clients = str(item.get("clients", cidr))
-        require(
-            bool(re.match(r"^[0-9A-Za-z.:/*_-]+\Z", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard"
-        )
-        options = f"{access},sync,no_subtree_check,{squash}"
-        exports.append(
-            {
-                "path": path,
-                "mount_point": mount_point,
-                "export_id": i + 1,
-                "pseudo": path,
-                "access": access,
-                "access_type": access.upper(),
-                "squash": squash,
-                "ganesha_squash": GANESHA_SQUASH[squash],
-                "clients": clients,
-                "options": options,
-                "exports_line": f"{path} {clients}({options})",
-            }
-        )
-        directories += shared_directories(paths, mount_point, path)
-        what = f"{server_address}:{path}"
-        unit = systemd_mount_unit_name(mount_point)
-        mounts.append(
-            {
-                "what": what,
-                "where": mount_point,
-                "type": "nfs",
-                "options": client_options if access == "rw" else client_options.replace("rw,", "ro,", 1),
-                "unit_name": unit,
-                "unit_path": f"/etc/systemd/system/{unit}",
-            }
-        )
+        export = _export(item, i, f"{field}.exports[{i}]", str(cidr), seen_paths, seen_mounts)
+        exports.append(export)
+        directories += shared_directories(paths, export["mount_point"], export["path"])
+        mounts.append(_client_mount(f"{server_address}:{export['path']}", export, client_options))
     for root in (e["mount_point"] for e in exports):
         for other in (e["mount_point"] for e in exports):
             if root != other and _under(other, root) is not None:
@@ -248,6 +208,50 @@ def nfs_plan(
     if links:
         out["links"] = links
     return out
+
+
+def _export(item: object, i: int, f: str, cidr: str, seen_paths: set[str], seen_mounts: set[str]) -> NfsExport:
+    """gpucluster_storage.nfs.exports[i] checked (``f``: its field): a path and mount point not used before
+    (``seen_paths``, ``seen_mounts``: added to), access, squash, the clients (the network's CIDR by default)."""
+    if not isinstance(item, dict):
+        raise PlanError(f, item, "a mapping {path, mount_point, access, squash, clients}")
+    path = _abs(item.get("path"), f"{f}.path")
+    mount_point = _abs(item.get("mount_point"), f"{f}.mount_point")
+    require(path not in seen_paths, f"{f}.path", path, "a path not exported twice")
+    require(mount_point not in seen_mounts, f"{f}.mount_point", mount_point, "a mount point not used twice")
+    seen_paths.add(path)
+    seen_mounts.add(mount_point)
+    access = check_choice(item.get("access", "rw"), f"{f}.access", ACCESS)
+    squash = check_choice(item.get("squash", "root_squash"), f"{f}.squash", SQUASH)
+    clients = str(item.get("clients", cidr))
+    require(bool(re.match(r"^[0-9A-Za-z.:/*_-]+\Z", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard")
+    options = f"{access},sync,no_subtree_check,{squash}"
+    return {
+        "path": path,
+        "mount_point": mount_point,
+        "export_id": i + 1,
+        "pseudo": path,
+        "access": access,
+        "access_type": access.upper(),
+        "squash": squash,
+        "ganesha_squash": GANESHA_SQUASH[squash],
+        "clients": clients,
+        "options": options,
+        "exports_line": f"{path} {clients}({options})",
+    }
+
+
+def _client_mount(what: str, export: NfsExport, client_options: str) -> NfsMount:
+    """A client's mount of ``export`` (``what``: server address:path), read-only where the export is."""
+    unit = systemd_mount_unit_name(export["mount_point"])
+    return {
+        "what": what,
+        "where": export["mount_point"],
+        "type": "nfs",
+        "options": client_options if export["access"] == "rw" else client_options.replace("rw,", "ro,", 1),
+        "unit_name": unit,
+        "unit_path": f"/etc/systemd/system/{unit}",
+    }
 
 
 def mount_unit_text(mount: NfsMount, server: str) -> str:

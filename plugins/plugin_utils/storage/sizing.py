@@ -219,46 +219,57 @@ def server_links(server_nics: object, interfaces: Sequence[str], field: str = SE
     raw = {} if server_nics is None else server_nics
     if not isinstance(raw, dict):
         raise PlanError(field, raw, "a mapping {interface: {rate_gbps, pci_bus, pcie_gen, pcie_lanes}}")
-    ports: list[ServerPort] = []
-    for name in interfaces:
-        entry = raw.get(name)
-        f = f"{field}.{name}"
-        if entry is None:
-            ports.append(
-                {
-                    "interface": name,
-                    "rate_gbps": DEFAULT_PORT_RATE_GBPS,
-                    "pcie_gen": DEFAULT_PORT_PCIE_GEN,
-                    "pcie_lanes": DEFAULT_PORT_PCIE_LANES,
-                    "card": f"{name} (own card)",
-                    "default": True,
-                }
-            )
-            continue
-        if not isinstance(entry, dict):
-            raise PlanError(f, entry, "a mapping {rate_gbps, pci_bus, pcie_gen, pcie_lanes}")
-        rate = check_range(entry.get("rate_gbps"), f"{f}.rate_gbps", 1, 3200, unit=" Gb/s")
-        bus = entry.get("pci_bus")
-        if not (isinstance(bus, str) and _PCI.match(bus)):
-            raise PlanError(
-                f"{f}.pci_bus",
-                bus,
-                "the port's PCI address DDDD:BB:DD.F (lspci -D); ports of one card differ in F only",
-            )
-        gen = int(check_range(entry.get("pcie_gen"), f"{f}.pcie_gen", 3, 6, integer=True))
-        lanes = entry.get("pcie_lanes", 16)
-        if not (isinstance(lanes, int) and lanes in PCIE_LANES and not isinstance(lanes, bool)):
-            raise PlanError(f"{f}.pcie_lanes", lanes, "1, 2, 4, 8 or 16")
-        ports.append(
-            {
-                "interface": name,
-                "rate_gbps": rate,
-                "pcie_gen": gen,
-                "pcie_lanes": lanes,
-                "card": bus[:-2].lower(),
-                "default": False,
-            }
+    ports = [_port(name, raw.get(name), f"{field}.{name}") for name in interfaces]
+    out_cards = _cards(ports, field)
+    return {
+        "ports": ports,
+        "cards": out_cards,
+        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
+        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
+        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
+        "default": any(p["default"] for p in ports),
+        "not_planned": sorted(set(raw) - set(interfaces)),
+    }
+
+
+def _port(name: str, entry: object, f: str) -> ServerPort:
+    """One planned interface of gpucluster_storage.server_nics (``f``: its field), or the default port."""
+    if entry is None:
+        return {
+            "interface": name,
+            "rate_gbps": DEFAULT_PORT_RATE_GBPS,
+            "pcie_gen": DEFAULT_PORT_PCIE_GEN,
+            "pcie_lanes": DEFAULT_PORT_PCIE_LANES,
+            "card": f"{name} (own card)",
+            "default": True,
+        }
+    if not isinstance(entry, dict):
+        raise PlanError(f, entry, "a mapping {rate_gbps, pci_bus, pcie_gen, pcie_lanes}")
+    rate = check_range(entry.get("rate_gbps"), f"{f}.rate_gbps", 1, 3200, unit=" Gb/s")
+    bus = entry.get("pci_bus")
+    if not (isinstance(bus, str) and _PCI.match(bus)):
+        raise PlanError(
+            f"{f}.pci_bus",
+            bus,
+            "the port's PCI address DDDD:BB:DD.F (lspci -D); ports of one card differ in F only",
         )
+    gen = int(check_range(entry.get("pcie_gen"), f"{f}.pcie_gen", 3, 6, integer=True))
+    lanes = entry.get("pcie_lanes", 16)
+    if not (isinstance(lanes, int) and lanes in PCIE_LANES and not isinstance(lanes, bool)):
+        raise PlanError(f"{f}.pcie_lanes", lanes, "1, 2, 4, 8 or 16")
+    return {
+        "interface": name,
+        "rate_gbps": rate,
+        "pcie_gen": gen,
+        "pcie_lanes": lanes,
+        "card": bus[:-2].lower(),
+        "default": False,
+    }
+
+
+def _cards(ports: list[ServerPort], field: str) -> list[ServerCard]:
+    """The cards the ports sit on (ports of one card share its slot): per card min(its ports' line rates, its
+    PCIe slot), GB/s."""
     cards: dict[str, CardSlot] = {}
     for port in ports:
         card = cards.setdefault(
@@ -292,15 +303,7 @@ def server_links(server_nics: object, interfaces: Sequence[str], field: str = SE
                 + (": the slot caps it" if slot < line else ""),
             }
         )
-    return {
-        "ports": ports,
-        "cards": out_cards,
-        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
-        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
-        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
-        "default": any(p["default"] for p in ports),
-        "not_planned": sorted(set(raw) - set(interfaces)),
-    }
+    return out_cards
 
 
 def storage_ceiling(

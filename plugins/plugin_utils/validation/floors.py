@@ -174,6 +174,42 @@ def busbw_factor(op: str, ranks: int) -> float:
     raise ValueError(f"unknown collective {op!r}")
 
 
+def _intra_floor(
+    gpu_model: str,
+    intra_floor_gbs: float | None,
+    intra_node: IntraNode | None,
+    ceilings: FloorCeilings,
+    reasons: dict[str, str],
+    how: dict[str, str],
+) -> tuple[float | None, str | None]:
+    """The single-node all_reduce floor and its source: the site's own (refused above its ceiling), else the
+    GPU's sourced threshold within its ceiling; none (``reasons`` says why) where neither exists."""
+    intra: float | None = INTRA_NODE_ALLREDUCE_GBS.get(gpu_model)
+    intra_source = INTRA_NODE_SOURCE.get(gpu_model)
+    if intra_floor_gbs is not None:
+        intra = check_range(intra_floor_gbs, INTRA_NODE_FLOOR_FIELD, 1, 100000, unit=" GB/s")
+        intra_source = f"{INTRA_NODE_FLOOR_FIELD}: the site's calibration on a healthy node"
+        ceiling = ceilings.get("allreduce_intra_node_busbw_gbs")
+        if ceiling and intra > ceiling["gbs"]:
+            raise PlanError(
+                INTRA_NODE_FLOOR_FIELD,
+                intra_floor_gbs,
+                f"at most {ceiling['gbs']:g} GB/s, the ceiling of {ceiling['link']}: a floor above the links that "
+                "carry it fails every healthy node",
+            )
+    elif intra is None:
+        reasons["allreduce_intra_node_busbw_gbs"] = f"no sourced single-node all_reduce threshold for {gpu_model}"
+        if intra_node and intra_node.get("kind") == "pcie":
+            reasons["allreduce_intra_node_busbw_gbs"] += (
+                f" over PCIe (no NVLink; the link caps it at {intra_node['pcie_gbs_per_direction']:g} GB/s per "
+                f"direction, PCIe Gen{intra_node['pcie_gen']} x16, docs/sources.md [S18]): measure a healthy node "
+                f"and set {INTRA_NODE_FLOOR_FIELD}"
+            )
+    else:
+        intra = _capped("allreduce_intra_node_busbw_gbs", intra, ceilings.get("allreduce_intra_node_busbw_gbs"), how)
+    return intra, intra_source
+
+
 def validation_floors(
     *,
     tier: TierProfile,
@@ -206,29 +242,7 @@ def validation_floors(
         ceilings["storage_read_gbps"] = read_ceiling
     if write_ceiling:
         ceilings["storage_write_gbps"] = write_ceiling
-    intra = INTRA_NODE_ALLREDUCE_GBS.get(gpu_model)
-    intra_source = INTRA_NODE_SOURCE.get(gpu_model)
-    if intra_floor_gbs is not None:
-        intra = check_range(intra_floor_gbs, INTRA_NODE_FLOOR_FIELD, 1, 100000, unit=" GB/s")
-        intra_source = f"{INTRA_NODE_FLOOR_FIELD}: the site's calibration on a healthy node"
-        ceiling = ceilings.get("allreduce_intra_node_busbw_gbs")
-        if ceiling and intra > ceiling["gbs"]:
-            raise PlanError(
-                INTRA_NODE_FLOOR_FIELD,
-                intra_floor_gbs,
-                f"at most {ceiling['gbs']:g} GB/s, the ceiling of {ceiling['link']}: a floor above the links that "
-                "carry it fails every healthy node",
-            )
-    elif intra is None:
-        reasons["allreduce_intra_node_busbw_gbs"] = f"no sourced single-node all_reduce threshold for {gpu_model}"
-        if intra_node and intra_node.get("kind") == "pcie":
-            reasons["allreduce_intra_node_busbw_gbs"] += (
-                f" over PCIe (no NVLink; the link caps it at {intra_node['pcie_gbs_per_direction']:g} GB/s per "
-                f"direction, PCIe Gen{intra_node['pcie_gen']} x16, docs/sources.md [S18]): measure a healthy node "
-                f"and set {INTRA_NODE_FLOOR_FIELD}"
-            )
-    else:
-        intra = _capped("allreduce_intra_node_busbw_gbs", intra, ceilings.get("allreduce_intra_node_busbw_gbs"), how)
+    intra, intra_source = _intra_floor(gpu_model, intra_floor_gbs, intra_node, ceilings, reasons, how)
     inter = None
     nic = None
     if nodes < 2:
