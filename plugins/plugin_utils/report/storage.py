@@ -7,7 +7,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.model import Row, Section
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.text import fmt, pair, sentences
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import drain_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint_report import drain_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nvmeof import discovery_conf_text
 
 

@@ -29,7 +29,7 @@ files (a name a line) by the roles' templates from ``mount_point``, ``files`` an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml import EOF_END
@@ -40,6 +40,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
+    Beegfs,
+    BeegfsPattern,
+    BeegfsSettings,
+    ConfValue,
+    LayoutComponent,
+    StripePattern,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import CLIENT_MOUNT_BEFORE
 
 CONF_DIR = "/etc/beegfs"
@@ -64,14 +72,12 @@ MIN_CHUNK = 64 * 1024
 PORTS = {"mgmtd": 8008, "meta": 8005, "storage": 8003, "client": 8004}
 
 
-def _abs(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and value.startswith("/") and value != "/" and " " not in value and "," not in value,
-        field,
-        value,
-        "an absolute path other than /, without spaces or commas",
-    )
-    return str(value).rstrip("/")
+def _abs(value: object, field: str) -> str:
+    if not (
+        isinstance(value, str) and value.startswith("/") and value != "/" and " " not in value and "," not in value
+    ):
+        raise PlanError(field, value, "an absolute path other than /, without spaces or commas")
+    return value.rstrip("/")
 
 
 #: The one folder conn_auth_file may name a file in: BeeGFS's own configuration folder, where its
@@ -80,7 +86,7 @@ def _abs(value: Any, field: str) -> str:
 AUTH_DIR = CONF_DIR + "/"
 
 
-def auth_file(value: Any, field: str) -> str:
+def auth_file(value: object, field: str) -> str:
     """``conn_auth_file``: a dedicated file under /etc/beegfs/ (issue 37).
 
     The storage role makes the file on the management host when it is missing and copies WHATEVER it holds
@@ -109,7 +115,7 @@ def auth_file(value: Any, field: str) -> str:
     return str(value)
 
 
-def stripe_pattern(components: Sequence[dict[str, Any]], target_count: int, field: str) -> dict[str, int]:
+def stripe_pattern(components: Sequence[LayoutComponent], target_count: int, field: str) -> StripePattern:
     """The BeeGFS pattern of a Lustre layout: its last component's stripe size and count.
 
     A count of -1 (all OSTs) is all targets; a Data-on-MDT-only layout has no last raid0 component
@@ -134,10 +140,10 @@ def _human(size: int) -> str:
     return f"{size // mib}m" if size % mib == 0 else f"{size // 1024}k"
 
 
-def stripe_patterns(paths: dict[str, str], target_count: int) -> dict[str, dict[str, Any]]:
+def stripe_patterns(paths: Mapping[str, str], target_count: int) -> dict[str, BeegfsPattern]:
     """Per directory role: {path, chunksize, numtargets, command}, from lustre.lustre_layouts for ``target_count``."""
     layouts = lustre.lustre_layouts(ost_count=target_count, paths=paths)
-    out = {}
+    out: dict[str, BeegfsPattern] = {}
     for role, layout in layouts.items():
         pattern = stripe_pattern(layout["components"], target_count, f"gpucluster_storage.paths.{role}")
         argv = [
@@ -147,11 +153,17 @@ def stripe_patterns(paths: dict[str, str], target_count: int) -> dict[str, dict[
             f"--numtargets={pattern['numtargets']}",
             layout["path"],
         ]
-        out[role] = {"path": layout["path"], **pattern, "argv": argv, "command": " ".join(argv)}
+        out[role] = {
+            "path": layout["path"],
+            "chunksize": pattern["chunksize"],
+            "numtargets": pattern["numtargets"],
+            "argv": argv,
+            "command": " ".join(argv),
+        }
     return out
 
 
-def conf_text(settings: dict[str, Any], what: str) -> str:
+def conf_text(settings: Mapping[str, ConfValue], what: str) -> str:
     """A BeeGFS ``key = value`` file; booleans as BeeGFS writes them (true/false)."""
     lines = [f"# Planned by gpucluster.tiers: {what}. Keys not set here keep the shipped defaults."]
     for key, value in settings.items():
@@ -187,7 +199,7 @@ SERVICE_CONF: dict[str, tuple[str, tuple[str, ...]]] = {
 }  # fmt: skip
 
 
-def service_conf_text(settings: dict[str, Any], service: str) -> str:
+def service_conf_text(settings: Mapping[str, ConfValue], service: str) -> str:
     """The configuration file of a BeeGFS ``service`` (mgmtd, meta, storage, client) from its settings
     (the plan's ``storage.beegfs.settings.<service>``), keys in :data:`SERVICE_CONF`'s order whatever
     the mapping's order (a plan read back from plan.json, keys sorted, renders the same bytes)."""
@@ -197,16 +209,17 @@ def service_conf_text(settings: dict[str, Any], service: str) -> str:
     return conf_text(ordered, what)
 
 
-def _workers(bg: dict[str, Any], field: str) -> dict[str, int]:
+def _workers(bg: Mapping[str, object], field: str) -> dict[str, int]:
     given = bg.get("tune_num_workers") or {}
-    require(isinstance(given, dict), f"{field}.tune_num_workers", given, "a mapping {mgmtd, meta, storage}")
+    if not isinstance(given, dict):
+        raise PlanError(f"{field}.tune_num_workers", given, "a mapping {mgmtd, meta, storage}")
     out = {}
     for service, default in DEFAULT_WORKERS.items():
         # meta: 0 lets beegfs-meta pick from the CPU count [B1]
-        out[service] = check_range(
+        out[service] = int(check_range(
             given.get(service, default), f"{field}.tune_num_workers.{service}", 0 if service == "meta" else 1, 1024,
             integer=True,
-        )  # fmt: skip
+        ))  # fmt: skip
     unknown = sorted(set(given) - set(DEFAULT_WORKERS))
     require(not unknown, f"{field}.tune_num_workers", unknown, "keys mgmtd, meta, storage")
     return out
@@ -214,19 +227,20 @@ def _workers(bg: dict[str, Any], field: str) -> dict[str, int]:
 
 def beegfs_plan(
     *,
-    beegfs: dict[str, Any],
+    beegfs: Mapping[str, object],
     mgmtd: list[str],
     meta: list[str],
     storage: list[str],
-    addresses: dict[str, Any],
-    lab: dict[str, Any],
-    paths: dict[str, str],
+    addresses: Mapping[str, Any],
+    lab: Mapping[str, object],
+    paths: Mapping[str, str],
     client_interfaces: list[str],
     rdma: bool,
     server_interfaces: Sequence[str] = (),
     field: str = "gpucluster_storage.beegfs",
-) -> dict[str, Any]:
-    """Servers' and clients' configuration, the mount, and the stripe patterns per directory."""
+) -> Beegfs:
+    """Servers' and clients' configuration, the mount, and the stripe patterns per directory (``addresses``:
+    plan/addresses.py's, typed by the plan package)."""
     require(len(mgmtd) == 1, "groups.beegfs_mgmtd", mgmtd, "exactly one host in group beegfs_mgmtd")
     require(bool(meta), "groups.beegfs_meta", meta, "at least one host in group beegfs_meta")
     require(bool(storage), "groups.beegfs_storage", storage, "at least one host in group beegfs_storage")
@@ -241,52 +255,26 @@ def beegfs_plan(
     mgmtd_dir = _abs(beegfs.get("mgmtd_directory", "/data/beegfs/mgmtd"), f"{field}.mgmtd_directory")
     meta_dir = _abs(beegfs.get("meta_directory", "/data/beegfs/meta"), f"{field}.meta_directory")
     dirs = beegfs.get("storage_directories")
-    require(
-        isinstance(dirs, list) and bool(dirs) and len(set(dirs)) == len(dirs),
-        f"{field}.storage_directories",
-        dirs,
-        "a list of storage target directories on each storage host, each once",
-    )
+    if not (isinstance(dirs, list) and dirs and len(set(dirs)) == len(dirs)):
+        raise PlanError(
+            f"{field}.storage_directories", dirs, "a list of storage target directories on each storage host, each once"
+        )
     targets = [_abs(d, f"{field}.storage_directories[{i}]") for i, d in enumerate(dirs)]
     auth = auth_file(beegfs.get("conn_auth_file", DEFAULT_AUTH_FILE), f"{field}.conn_auth_file")
     # the servers' own interfaces (never the clients' names): beegfs.server_interfaces, else the storage servers'
     server_ifaces = beegfs.get("server_interfaces") or list(server_interfaces)
-    require(
-        isinstance(server_ifaces, list)
-        and bool(server_ifaces)
-        and all(isinstance(i, str) and i for i in server_ifaces),
-        f"{field}.server_interfaces" if beegfs.get("server_interfaces") else "gpucluster_storage.server_interfaces",
-        server_ifaces,
-        "a list of the BeeGFS servers' own storage interface names",
-    )
+    if not (isinstance(server_ifaces, list) and server_ifaces and all(isinstance(i, str) and i for i in server_ifaces)):
+        raise PlanError(
+            f"{field}.server_interfaces" if beegfs.get("server_interfaces") else "gpucluster_storage.server_interfaces",
+            server_ifaces,
+            "a list of the BeeGFS servers' own storage interface names",
+        )
     use_rdma = beegfs.get("rdma", rdma)
-    require(isinstance(use_rdma, bool), f"{field}.rdma", use_rdma, "true or false")
-    workers = _workers(beegfs, field)
-    common = {
-        "connAuthFile": auth,
-        "connInterfacesFile": FILES["server_interfaces"],
-        "connMgmtdPortTCP": PORTS["mgmtd"],
-        "connMgmtdPortUDP": PORTS["mgmtd"],
-    }
-    mgmtd_conf = {
-        "storeMgmtdDirectory": mgmtd_dir,
-        "storeAllowFirstRunInit": True,
-        **common,
-        "tuneNumWorkers": workers["mgmtd"],
-    }
-    server = {"sysMgmtdHost": mgmtd_host, **common, "connUseRDMA": use_rdma}
-    meta_conf = {**server, "storeMetaDirectory": meta_dir, "storeAllowFirstRunInit": True}
-    meta_conf["tuneNumWorkers"] = workers["meta"]
-    storage_conf = {**server, "storeStorageDirectory": ",".join(targets), "storeAllowFirstRunInit": True}
-    storage_conf["tuneNumWorkers"] = workers["storage"]
-    client_conf = {
-        "sysMgmtdHost": mgmtd_host,
-        "connAuthFile": auth,
-        "connMgmtdPort": PORTS["mgmtd"],
-        "connInterfacesFile": FILES["client_interfaces"],
-        "connRDMAInterfacesFile": FILES["rdma_interfaces"] if use_rdma else "",
-        "connUseRDMA": use_rdma,
-    }
+    if not isinstance(use_rdma, bool):
+        raise PlanError(f"{field}.rdma", use_rdma, "true or false")
+    settings = _settings(
+        mgmtd_host, auth, mgmtd_dir, meta_dir, targets, use_rdma=use_rdma, workers=_workers(beegfs, field)
+    )
     target_count = len(storage) * len(targets)
     return {
         "mgmtd": mgmtd[0],
@@ -309,6 +297,45 @@ def beegfs_plan(
         # client interfaces again when rdma) and beegfs-mounts.conf (mount_point, files.client): the templates
         "server_interfaces": list(server_ifaces),
         "client_interfaces": list(client_interfaces),
-        "settings": {"mgmtd": mgmtd_conf, "meta": meta_conf, "storage": storage_conf, "client": client_conf},
+        "settings": settings,
         "patterns": stripe_patterns(paths, target_count),
     }
+
+
+def _settings(
+    mgmtd_host: str,
+    auth: str,
+    mgmtd_dir: str,
+    meta_dir: str,
+    targets: list[str],
+    *,
+    use_rdma: bool,
+    workers: Mapping[str, int],
+) -> BeegfsSettings:
+    """Each service's configuration keys (plan.storage.beegfs.settings; service_conf_text renders them)."""
+    common: dict[str, ConfValue] = {
+        "connAuthFile": auth,
+        "connInterfacesFile": FILES["server_interfaces"],
+        "connMgmtdPortTCP": PORTS["mgmtd"],
+        "connMgmtdPortUDP": PORTS["mgmtd"],
+    }
+    mgmtd_conf: dict[str, ConfValue] = {
+        "storeMgmtdDirectory": mgmtd_dir,
+        "storeAllowFirstRunInit": True,
+        **common,
+        "tuneNumWorkers": workers["mgmtd"],
+    }
+    server: dict[str, ConfValue] = {"sysMgmtdHost": mgmtd_host, **common, "connUseRDMA": use_rdma}
+    meta_conf = {**server, "storeMetaDirectory": meta_dir, "storeAllowFirstRunInit": True}
+    meta_conf["tuneNumWorkers"] = workers["meta"]
+    storage_conf = {**server, "storeStorageDirectory": ",".join(targets), "storeAllowFirstRunInit": True}
+    storage_conf["tuneNumWorkers"] = workers["storage"]
+    client_conf: dict[str, ConfValue] = {
+        "sysMgmtdHost": mgmtd_host,
+        "connAuthFile": auth,
+        "connMgmtdPort": PORTS["mgmtd"],
+        "connInterfacesFile": FILES["client_interfaces"],
+        "connRDMAInterfacesFile": FILES["rdma_interfaces"] if use_rdma else "",
+        "connUseRDMA": use_rdma,
+    }
+    return {"mgmtd": mgmtd_conf, "meta": meta_conf, "storage": storage_conf, "client": client_conf}

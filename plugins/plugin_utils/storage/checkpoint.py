@@ -44,10 +44,15 @@ scoped by owner: ``<remote>/<user>/<name>``, made as that user): roles/compute/f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    AsyncInputsRow,
+    CheckpointDrain,
+    Sizing,
+)
 
 FIELD = "gpucluster_workload.checkpoint_async"
 #: The file a training job writes last into a checkpoint folder: the folder is complete. The
@@ -113,14 +118,23 @@ class AsyncInputs:
     blocking_overhead_s: float = DEFAULT_BLOCKING_OVERHEAD_S
     host_link_gbps: float | None = None
 
+    def row(self) -> AsyncInputsRow:
+        """The inputs as plan.storage.checkpoint_drain.inputs stores them (the fields in order)."""
+        return {
+            "enabled": self.enabled,
+            "keep_local": self.keep_local,
+            "staging_path": self.staging_path,
+            "staging_capacity_tb": self.staging_capacity_tb,
+            "staging_write_gbps": self.staging_write_gbps,
+            "read_headroom": self.read_headroom,
+            "blocking_overhead_s": self.blocking_overhead_s,
+            "host_link_gbps": self.host_link_gbps,
+        }
 
-def _path(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and value.startswith("/") and value != "/" and ".." not in value.split("/"),
-        field,
-        value,
-        "an absolute path other than / without '..'",
-    )
+
+def _path(value: object, field: str) -> str:
+    if not (isinstance(value, str) and value.startswith("/") and value != "/" and ".." not in value.split("/")):
+        raise PlanError(field, value, "an absolute path other than / without '..'")
     return value.rstrip("/")
 
 
@@ -128,13 +142,15 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> AsyncInputs:
+def async_inputs(raw: object, storage_type: str, local_scratch: str | None) -> AsyncInputs:
     """The site's checkpoint_async entry with its defaults (enabled where there is a shared path)."""
-    require(raw is None or isinstance(raw, dict), FIELD, raw, "a mapping")
-    cfg = dict(raw or {})
+    if not (raw is None or isinstance(raw, dict)):
+        raise PlanError(FIELD, raw, "a mapping")
+    cfg: Mapping[str, object] = raw or {}
     shared = storage_type in SHARED_TYPES
     enabled = cfg.get("enabled", shared)
-    require(isinstance(enabled, bool), f"{FIELD}.enabled", enabled, "true or false")
+    if not isinstance(enabled, bool):
+        raise PlanError(f"{FIELD}.enabled", enabled, "true or false")
     require(
         shared or not enabled,
         f"{FIELD}.enabled",
@@ -142,9 +158,10 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
         f"false: storage type {storage_type} has no shared checkpoint path to drain to",
     )
     keep = int(check_range(cfg.get("keep_local", DEFAULT_KEEP_LOCAL), f"{FIELD}.keep_local", 1, 100, integer=True))
-    capacity = cfg.get("staging_capacity_tb")
-    if capacity is not None:
-        capacity = check_range(capacity, f"{FIELD}.staging_capacity_tb", 0.001, 10000, unit=" TB")
+    raw_capacity = cfg.get("staging_capacity_tb")
+    capacity = None
+    if raw_capacity is not None:
+        capacity = check_range(raw_capacity, f"{FIELD}.staging_capacity_tb", 0.001, 10000, unit=" TB")
     write = check_range(
         cfg.get("staging_write_gbps", DEFAULT_STAGING_WRITE_GBPS), f"{FIELD}.staging_write_gbps", 0.01, 1000
     )
@@ -152,17 +169,17 @@ def async_inputs(raw: Any, storage_type: str, local_scratch: str | None) -> Asyn
     overhead = check_range(
         cfg.get("blocking_overhead_s", DEFAULT_BLOCKING_OVERHEAD_S), f"{FIELD}.blocking_overhead_s", 0, 3600, unit=" s"
     )
-    host_link = cfg.get("host_link_gbps")
-    if host_link is not None:
-        host_link = check_range(host_link, f"{FIELD}.host_link_gbps", 0.1, 10000)
-    staging = cfg.get("staging_path")
-    if staging is not None:
-        staging = _path(staging, f"{FIELD}.staging_path")
+    raw_link = cfg.get("host_link_gbps")
+    host_link = None if raw_link is None else check_range(raw_link, f"{FIELD}.host_link_gbps", 0.1, 10000)
+    raw_staging = cfg.get("staging_path")
+    staging = None
+    if raw_staging is not None:
+        staging = _path(raw_staging, f"{FIELD}.staging_path")
     elif enabled:
         require(
             isinstance(local_scratch, str),
             f"{FIELD}.staging_path",
-            staging,
+            raw_staging,
             "an absolute path (there is no gpucluster_storage.local_scratch to put it under)",
         )
         staging = f"{str(local_scratch).rstrip('/')}/{STAGING_DIR}"
@@ -185,7 +202,7 @@ def drain_plan(
     node_ram_bytes: float | None = None,
     client_link_gbps: float | None = None,
     shared: bool = True,
-) -> dict[str, Any]:
+) -> CheckpointDrain:
     """Stalls with and without async, the background write, pinned memory, staging space, drain limit
     and window, and why the plan must stop.
 
@@ -208,9 +225,9 @@ def drain_plan(
     stall_sync = shard_gb / sync_rate
     copy_d2h = shard_gpu_gb / link
     stall_async = copy_d2h + inputs.blocking_overhead_s
-    out: dict[str, Any] = {
+    out: CheckpointDrain = {
         "enabled": inputs.enabled,
-        "inputs": asdict(inputs),
+        "inputs": inputs.row(),
         "shard_bytes": int(shard),
         "shard_gpu_bytes": int(shard / gpn),
         "fs_write_gbps": fs_write_gbps,
@@ -227,8 +244,39 @@ def drain_plan(
         "overlap_async": round(stall_async / interval_s, 4),
         "check": [],
     }
-    if not inputs.enabled:
-        return out
+    if inputs.enabled:
+        _add_drain(
+            out,
+            inputs,
+            shard=shard,
+            stall_async=stall_async,
+            interval_s=interval_s,
+            fs_write_gbps=fs_write_gbps,
+            nodes=nodes,
+            remote_path=remote_path,
+            shared_roots=shared_roots,
+            lab=lab,
+            node_ram_bytes=node_ram_bytes,
+        )
+    return out
+
+
+def _add_drain(
+    out: CheckpointDrain,
+    inputs: AsyncInputs,
+    *,
+    shard: float,
+    stall_async: float,
+    interval_s: float,
+    fs_write_gbps: float,
+    nodes: int,
+    remote_path: str | None,
+    shared_roots: tuple[str, ...],
+    lab: bool,
+    node_ram_bytes: float | None,
+) -> None:
+    """An enabled drain's paths, staging, limit and window into ``out`` (drain_plan), and why it must stop."""
+    shard_gb = shard / 1e9
     staging = str(inputs.staging_path)
     require(remote_path is not None, "gpucluster_storage.paths.checkpoints", remote_path, "a shared checkpoint path")
     remote = str(remote_path)
@@ -241,51 +289,17 @@ def drain_plan(
         )
     mounts = sorted((r.rstrip("/") or "/" for r in shared_roots if _inside(remote, r.rstrip("/") or "/")), key=len)
     write_s = shard_gb / inputs.staging_write_gbps  # the framework's background write to local staging
-    fits_background = stall_async + write_s <= interval_s
-    pinned = shard  # one staged copy of the node's shards in host memory ([M4]: per-rank size x ranks)
-    ram_limit = None if node_ram_bytes is None else PINNED_RAM_FRACTION * node_ram_bytes
-    fits_ram = None if ram_limit is None else pinned <= ram_limit
-    window = interval_s - write_s
     limit = fs_write_gbps * (1 - inputs.read_headroom) / nodes
-    copy_s = shard_gb / limit
-    drain_s = shard_gb / inputs.staging_write_gbps + 2 * copy_s
-    staging_bytes = (inputs.keep_local + 1) * shard
-    capacity = inputs.staging_capacity_tb
-    fits_capacity = None if capacity is None else staging_bytes <= capacity * 1e12
-    fits_window = window > 0 and drain_s <= window
-    check = []
-    if not fits_background:
-        check.append(
-            f"the async checkpoint's background write of {shard_gb:.1f} GB per node to local staging takes "
-            f"{write_s:.0f} s at {inputs.staging_write_gbps:g} GB/s; with the {stall_async:.0f} s stall it "
-            f"does not end within the {interval_s:.0f} s interval, so every save waits for the last. Lengthen "
-            f"gpucluster_workload.checkpoint_interval_min, set {FIELD}.staging_write_gbps from a faster scratch, "
-            "or set gpucluster_workload.allow_storage_below_need: true to plan anyway."
-        )
-    if fits_ram is False:
-        check.append(
-            f"async checkpoints pin {pinned / 2**30:.0f} GiB of host memory per node (the node's {shard_gb:.1f} GB "
-            f"shard staged from its GPUs), more than {PINNED_RAM_FRACTION:g} x the node's "
-            f"{float(node_ram_bytes or 0) / 2**30:.0f} GiB (gpucluster_node.memory_gib). Add nodes, checkpoint "
-            f"less (gpucluster_workload.checkpoint_bytes_per_param), set {FIELD}.enabled: false, or "
-            "gpucluster_workload.allow_storage_below_need: true to plan anyway."
-        )
-    if not fits_window:
-        check.append(
-            f"the checkpoint drain needs {drain_s:.0f} s per {shard_gb:.1f} GB shard (local hash, copy and "
-            f"read-back) at {limit:.3g} GB/s per node (FS write {fs_write_gbps:g} GB/s x "
-            f"(1 - read_headroom {inputs.read_headroom:g}) / {nodes} nodes), "
-            f"but has {max(window, 0):.0f} s before the next checkpoint. Lengthen "
-            f"gpucluster_workload.checkpoint_interval_min, lower {FIELD}.read_headroom, use faster storage, "
-            f"set {FIELD}.enabled: false, or gpucluster_workload.allow_storage_below_need: true to plan anyway."
-        )
-    if fits_capacity is False:
-        check.append(
-            f"checkpoint staging needs {staging_bytes / 1e12:.3f} TB per node ((keep_local {inputs.keep_local} + 1) "
-            f"x {shard_gb:.1f} GB shard), more than {FIELD}.staging_capacity_tb {capacity:g} TB. "
-            f"Lower {FIELD}.keep_local, stage on a larger scratch, or set "
-            "gpucluster_workload.allow_storage_below_need: true to plan anyway."
-        )
+    fig = _Figures(
+        inputs=inputs,
+        shard=shard,
+        write_s=write_s,
+        stall_async=stall_async,
+        interval_s=interval_s,
+        ram_limit=None if node_ram_bytes is None else PINNED_RAM_FRACTION * node_ram_bytes,
+        limit=limit,
+        copy_s=shard_gb / limit,
+    )
     out.update(
         {
             "staging_path": staging,
@@ -299,34 +313,125 @@ def drain_plan(
             "config": CONFIG,
             "keep_local": inputs.keep_local,
             "poll_s": POLL_S,
-            "staging_bytes": int(staging_bytes),
-            "staging_tb": round(staging_bytes / 1e12, 3),
-            "staging_capacity_tb": capacity,
-            "fits_capacity": fits_capacity,
+            "staging_bytes": int(fig.staging_bytes),
+            "staging_tb": round(fig.staging_bytes / 1e12, 3),
+            "staging_capacity_tb": inputs.staging_capacity_tb,
+            "fits_capacity": fig.fits_capacity,
             "bwlimit_gbps": float(f"{limit:.6g}"),
             # rsync --bwlimit counts in units of 1024 bytes per second
             "bwlimit_kib": max(1, int(limit * 1e9 // 1024)),  # 0 would mean no limit to rsync
-            "drain_window_s": round(window, 1),
-            "copy_time_s": round(copy_s, 1),
-            "drain_time_s": round(drain_s, 1),
-            "fits_window": fits_window,
+            "drain_window_s": round(fig.window, 1),
+            "copy_time_s": round(fig.copy_s, 1),
+            "drain_time_s": round(fig.drain_s, 1),
+            "fits_window": fig.fits_window,
             "background_write_s": round(write_s, 1),
-            "fits_background": fits_background,
-            "pinned_bytes": int(pinned),
-            "pinned_ram_limit_bytes": None if ram_limit is None else int(ram_limit),
-            "fits_ram": fits_ram,
-            "check": check,
+            "fits_background": fig.fits_background,
+            "pinned_bytes": int(fig.pinned),
+            "pinned_ram_limit_bytes": None if fig.ram_limit is None else int(fig.ram_limit),
+            "fits_ram": fig.fits_ram,
+            "check": _drain_check(fig, fs_write_gbps, nodes, node_ram_bytes),
         }
     )
-    return out
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """The figures of an enabled drain (drain_plan): the background write, the pinned memory, the staging
+    space and the drain's window, and whether each fits."""
+
+    inputs: AsyncInputs
+    shard: float  # bytes per node
+    write_s: float  # the background write to local staging
+    stall_async: float
+    interval_s: float
+    ram_limit: float | None  # the pinned memory a node allows, bytes (None: RAM not given)
+    limit: float  # the drain's bandwidth limit per node, GB/s
+    copy_s: float
+
+    @property
+    def shard_gb(self) -> float:
+        return self.shard / 1e9
+
+    @property
+    def pinned(self) -> float:
+        """One staged copy of the node's shards in host memory ([M4]: per-rank size x ranks)."""
+        return self.shard
+
+    @property
+    def window(self) -> float:
+        return self.interval_s - self.write_s
+
+    @property
+    def drain_s(self) -> float:
+        return self.shard_gb / self.inputs.staging_write_gbps + 2 * self.copy_s
+
+    @property
+    def staging_bytes(self) -> float:
+        return (self.inputs.keep_local + 1) * self.shard
+
+    @property
+    def fits_background(self) -> bool:
+        return self.stall_async + self.write_s <= self.interval_s
+
+    @property
+    def fits_ram(self) -> bool | None:
+        return None if self.ram_limit is None else self.pinned <= self.ram_limit
+
+    @property
+    def fits_capacity(self) -> bool | None:
+        capacity = self.inputs.staging_capacity_tb
+        return None if capacity is None else self.staging_bytes <= capacity * 1e12
+
+    @property
+    def fits_window(self) -> bool:
+        return self.window > 0 and self.drain_s <= self.window
+
+
+def _drain_check(fig: _Figures, fs_write_gbps: float, nodes: int, node_ram_bytes: float | None) -> list[str]:
+    """Why the plan must stop: what of an enabled drain does not fit (drain_plan)."""
+    inputs, shard_gb = fig.inputs, fig.shard_gb
+    check = []
+    if not fig.fits_background:
+        check.append(
+            f"the async checkpoint's background write of {shard_gb:.1f} GB per node to local staging takes "
+            f"{fig.write_s:.0f} s at {inputs.staging_write_gbps:g} GB/s; with the {fig.stall_async:.0f} s stall it "
+            f"does not end within the {fig.interval_s:.0f} s interval, so every save waits for the last. Lengthen "
+            f"gpucluster_workload.checkpoint_interval_min, set {FIELD}.staging_write_gbps from a faster scratch, "
+            "or set gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
+    if fig.fits_ram is False:
+        check.append(
+            f"async checkpoints pin {fig.pinned / 2**30:.0f} GiB of host memory per node (the node's "
+            f"{shard_gb:.1f} GB shard staged from its GPUs), more than {PINNED_RAM_FRACTION:g} x the node's "
+            f"{float(node_ram_bytes or 0) / 2**30:.0f} GiB (gpucluster_node.memory_gib). Add nodes, checkpoint "
+            f"less (gpucluster_workload.checkpoint_bytes_per_param), set {FIELD}.enabled: false, or "
+            "gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
+    if not fig.fits_window:
+        check.append(
+            f"the checkpoint drain needs {fig.drain_s:.0f} s per {shard_gb:.1f} GB shard (local hash, copy and "
+            f"read-back) at {fig.limit:.3g} GB/s per node (FS write {fs_write_gbps:g} GB/s x "
+            f"(1 - read_headroom {inputs.read_headroom:g}) / {nodes} nodes), "
+            f"but has {max(fig.window, 0):.0f} s before the next checkpoint. Lengthen "
+            f"gpucluster_workload.checkpoint_interval_min, lower {FIELD}.read_headroom, use faster storage, "
+            f"set {FIELD}.enabled: false, or gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
+    if fig.fits_capacity is False:
+        check.append(
+            f"checkpoint staging needs {fig.staging_bytes / 1e12:.3f} TB per node ((keep_local {inputs.keep_local} "
+            f"+ 1) x {shard_gb:.1f} GB shard), more than {FIELD}.staging_capacity_tb "
+            f"{inputs.staging_capacity_tb:g} TB. Lower {FIELD}.keep_local, stage on a larger scratch, or set "
+            "gpucluster_workload.allow_storage_below_need: true to plan anyway."
+        )
+    return check
 
 
 def checkpoint_drain(
-    raw: Any,
+    raw: object,
     *,
     storage_type: str,
     local_scratch: str | None,
-    sizing: dict[str, Any],
+    sizing: Sizing,
     nodes: int,
     remote_path: str | None,
     shared_roots: tuple[str, ...] = (),
@@ -336,7 +441,7 @@ def checkpoint_drain(
     host_link: str = "PCIe Gen5 x16",
     node_ram_bytes: float | None = None,
     client_link_gbps: float | None = None,
-) -> dict[str, Any]:
+) -> CheckpointDrain:
     """The plan's storage.checkpoint_drain from the inventory entry, the storage sizing and the node."""
     inputs = async_inputs(raw, storage_type, local_scratch)
     rate = sizing["rated_write_gbps"] or sizing["write_floor_gbps"]
@@ -356,94 +461,3 @@ def checkpoint_drain(
         client_link_gbps=client_link_gbps,
         shared=storage_type in SHARED_TYPES,
     )
-
-
-def _n(value: float) -> str:
-    return f"{value:,.2f}".rstrip("0").rstrip(".")
-
-
-def drain_rows(drain: dict[str, Any], checkpoint_bytes: int, nodes: int, interval_min: float) -> list[list[Any]]:
-    """The report's rows: each value with the formula and inputs that reached it; sync and async side by side."""
-    inp = drain["inputs"]
-    shard_gb = drain["shard_bytes"] / 1e9
-    gpu_gb = drain.get("shard_gpu_bytes", drain["shard_bytes"]) / 1e9
-    fs = drain["fs_write_gbps"]
-    bound = (
-        f"min({_n(fs / nodes)} GB/s FS share, {_n(drain['client_link_gbps'])} GB/s storage link)"
-        if drain.get("client_link_gbps")
-        else f"{_n(fs)} GB/s FS write / {nodes} nodes"
-    )
-    sync_row = [
-        "stall per checkpoint, sync (s)",
-        drain["stall_sync_s"],
-        f"{_n(shard_gb)} GB shard per node / {bound} = {_n(drain['sync_rate_gbps'])} GB/s; "
-        f"{_n(100 * drain['overlap_sync'])} % of the {_n(interval_min)} min interval",
-    ]
-    async_how = (
-        f"{_n(gpu_gb)} GB shard per GPU / {_n(drain['host_link_gbps'])} GB/s device-to-host "
-        f"({drain['host_link']}) = {_n(drain['copy_d2h_s'])} s + {_n(inp['blocking_overhead_s'])} s framework "
-        f"blocking ({FIELD}.blocking_overhead_s; PyTorch DCP async_save, Megatron-Core async save: the write "
-        f"runs in the background); {_n(100 * drain['overlap_async'])} % of the interval"
-    )
-    if not drain["enabled"]:
-        return [
-            ["async checkpoints", "off", f"{FIELD}.enabled: false (local_nvme: checkpoints are saved on the node)"],
-            sync_row,
-            ["stall per checkpoint, async if it were on (s)", drain["stall_async_s"], async_how],
-        ]
-    cap = drain["staging_capacity_tb"]
-    faster = drain["stall_async_s"] < drain["stall_sync_s"]
-    ram = drain["pinned_ram_limit_bytes"]
-    return [
-        # paths in the value column: report.md escapes that one (inventory strings), not the "how"
-        [
-            "async checkpoints",
-            f"{drain['staging_path']} -> {drain['remote_path']}",
-            f"on; marker {MARKER}; copied as the folder's owner to <remote>/{REMOTE_LAYOUT} "
-            f"(mode {drain.get('user_dir_mode', USER_DIR_MODE)})",
-        ],
-        ["shard per node (GB)", round(shard_gb, 1), f"{_n(checkpoint_bytes / 1e9)} GB / {nodes} nodes"],
-        sync_row,
-        [
-            "stall per checkpoint, async (s)",
-            drain["stall_async_s"],
-            async_how + ("" if faster else "; not shorter than sync: the FS takes a shard faster than the host link"),
-        ],
-        [
-            "background write (s)",
-            drain["background_write_s"],
-            f"{_n(shard_gb)} GB / {_n(inp['staging_write_gbps'])} GB/s local staging write, while training runs; "
-            f"stall + write within the {_n(interval_min * 60)} s interval: "
-            f"{'yes' if drain['fits_background'] else 'no'}",
-        ],
-        [
-            "pinned host memory per node (GiB)",
-            round(drain["pinned_bytes"] / 2**30, 1),
-            "the node's shards staged from its GPUs (DCP: per-rank checkpoint x ranks); "
-            + (
-                f"within {_n(ram / 2**30)} GiB ({PINNED_RAM_FRACTION:g} x the node's RAM): "
-                f"{'yes' if drain['fits_ram'] else 'no'}"
-                if ram
-                else "node RAM not given"
-            ),
-        ],
-        [
-            "staging per node (TB)",
-            drain["staging_tb"],
-            f"(keep_local {drain['keep_local']} + 1 being written) x {_n(shard_gb)} GB; "
-            + (f"fits {_n(cap)} TB: {'yes' if drain['fits_capacity'] else 'no'}" if cap else "capacity not given"),
-        ],
-        [
-            "drain limit per node (GB/s)",
-            drain["bwlimit_gbps"],
-            f"{_n(fs)} GB/s FS write x (1 - read_headroom {_n(inp['read_headroom'])}) / {nodes} nodes; "
-            f"rsync --bwlimit={drain['bwlimit_kib']}",
-        ],
-        [
-            "drain time (s)",
-            drain["drain_time_s"],
-            f"{_n(shard_gb)} GB / {_n(inp['staging_write_gbps'])} GB/s local hash + 2 x {_n(shard_gb)} GB / "
-            f"{_n(drain['bwlimit_gbps'])} GB/s copy and read-back; window {_n(drain['drain_window_s'])} s "
-            f"(interval - background write): fits {'yes' if drain['fits_window'] else 'no'}",
-        ],
-    ]

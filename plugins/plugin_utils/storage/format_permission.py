@@ -10,9 +10,8 @@ that host never sees another host's permission).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 
 FORM = "<host>:/dev/..."
 
@@ -25,7 +24,7 @@ def _example(planned: Mapping[str, Sequence[str]]) -> str:
 
 
 def host_devices(
-    entries: Any,
+    entries: object,
     field: str,
     planned: Mapping[str, Sequence[str]],
     inventory_hosts: Sequence[str] = (),
@@ -44,7 +43,8 @@ def host_devices(
     )
     if entries is None:
         entries = []
-    require(isinstance(entries, list), field, entries, form)
+    if not isinstance(entries, list):
+        raise PlanError(field, entries, form)
     out: dict[str, list[str]] = {host: [] for host in planned}
     for i, entry in enumerate(entries):
         where = f"{field}[{i}]"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Ceiling
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import (
     DATA_SERVERS,
     server_links,
@@ -37,7 +38,7 @@ def storage_nics(site: Site, roles: list[str]) -> list[str]:
     return server_interfaces(site) if "storage" in roles else []
 
 
-def site_storage_ceiling(site: Site, nodes: int, addresses: Mapping[str, Any]) -> dict[str, Any]:
+def site_storage_ceiling(site: Site, nodes: int, addresses: Mapping[str, Any]) -> Ceiling:
     """What a networked storage type can deliver at most, GB/s (storage/sizing.py): its data servers' planned
     storage interfaces (Lustre: the LNet ones; each card at min(its ports, its PCIe slot)) and the clients' links
     on the storage network."""

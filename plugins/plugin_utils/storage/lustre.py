@@ -12,7 +12,7 @@ wiki striping guidance [L3], NERSC [L4], vendor tuning [L5], lctl/lnet [L6]).
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 import yaml
 
@@ -24,13 +24,19 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.lustre_yaml impor
     setstripe_args,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
+    Layout,
+    LayoutComponent,
+    LnetConfig,
+    LustreMount,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import (
     CLIENT_MOUNT_BEFORE,
     systemd_mount_unit_name,
 )
 
 
-def check_stripe(count: int, size: int, ost_count: int, field: str) -> None:
+def check_stripe(count: object, size: object, ost_count: int, field: str) -> None:
     """count: -1 (all OSTs) or 1..ost_count; size: a positive multiple of 64 KiB."""
     if count != -1:
         check_range(count, f"{field}.stripe_count", 1, ost_count, integer=True, unit=f" (the {ost_count} OSTs)")
@@ -38,11 +44,11 @@ def check_stripe(count: int, size: int, ost_count: int, field: str) -> None:
         raise PlanError(f"{field}.stripe_size", size, "a positive multiple of 64 KiB (65536 bytes)")
 
 
-def _component(start: int, end: int, count: int, size: int, layout: str = "raid0") -> dict[str, Any]:
+def _component(start: int, end: int, count: int, size: int, layout: str = "raid0") -> LayoutComponent:
     return {"start": start, "end": end, "stripe_count": count, "stripe_size": size, "layout": layout}
 
 
-def default_layouts(ost_count: int) -> dict[str, list[dict[str, Any]]]:
+def default_layouts(ost_count: int) -> dict[str, list[LayoutComponent]]:
     """PFL components per directory role, bounded by ``ost_count``.
 
     - checkpoints: sharded checkpoints are tens of GB per rank: [0,64M) 1 stripe, [64M,4G)
@@ -72,7 +78,7 @@ def default_layouts(ost_count: int) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _check_components(components: Any, ost_count: int, field: str) -> list[dict[str, Any]]:
+def _check_components(components: object, ost_count: int, field: str) -> list[LayoutComponent]:
     if not isinstance(components, list) or not components:
         raise PlanError(field, components, "a list of components {end, stripe_count, stripe_size}")
     out = []
@@ -104,20 +110,21 @@ def _check_components(components: Any, ost_count: int, field: str) -> list[dict[
 def lustre_layouts(
     *,
     ost_count: int,
-    paths: dict[str, str],
-    overrides: dict[str, Any] | None = None,
+    paths: Mapping[str, str],
+    overrides: Mapping[str, object] | None = None,
     field: str = "gpucluster_storage",
-) -> dict[str, Any]:
+) -> dict[str, Layout]:
     """Per directory role: {path, components, setstripe_args}."""
-    osts = check_range(ost_count, f"{field}.lustre.osts_per_oss", 1, 65536, integer=True)
+    osts = int(check_range(ost_count, f"{field}.lustre.osts_per_oss", 1, 65536, integer=True))
     defaults = default_layouts(osts)
-    out = {}
+    out: dict[str, Layout] = {}
     for role, path in sorted(paths.items()):
         if overrides and role in overrides:
             comps = _check_components(overrides[role], osts, f"{field}.lustre.layouts.{role}")
         else:
             comps = defaults.get(role, defaults["datasets"])
-        out[role] = {"path": path, "components": comps, "setstripe_args": setstripe_args(comps)}
+        # setstripe_args (module_utils, the target side's too) reads plain mappings
+        out[role] = {"path": path, "components": comps, "setstripe_args": setstripe_args([dict(c) for c in comps])}
     for role in overrides or {}:
         if role not in paths:
             raise PlanError(f"{field}.lustre.layouts.{role}", role, "a role listed in gpucluster_storage.paths")
@@ -174,15 +181,15 @@ def client_mount(
     *,
     mgs_nid: str,
     fsname: str,
-    mount_point: Any,
+    mount_point: object,
     tunables: dict[str, int],
     field: str = "gpucluster_storage.lustre.mount_point",
-) -> dict[str, Any]:
+) -> LustreMount:
     """A client's mount of the file system (mount.lustre(8): ``MGSNID:/FSNAME``) and what its units need:
     the systemd unit name of the mount point (``unit_name``: systemd-escape --path --suffix=mount), what the
     mount comes before, and the client tunables as ``lctl set_param`` arguments scoped to ``fsname``."""
     ok = isinstance(mount_point, str) and re.fullmatch(r"(/[^/\s]+)+", mount_point) is not None
-    if not ok or ".." in str(mount_point).split("/"):
+    if not isinstance(mount_point, str) or not ok or ".." in mount_point.split("/"):
         raise PlanError(field, mount_point, "an absolute path without spaces, '..' or a final '/'")
     unit_name = systemd_mount_unit_name(mount_point)
     return {
@@ -216,7 +223,7 @@ def _pct(value: str) -> str:
     return value.replace("%", "%%")
 
 
-def mount_unit_text(mount: dict[str, Any]) -> str:
+def mount_unit_text(mount: LustreMount) -> str:
     """The systemd mount unit of the plan's ``storage.lustre.client_mount``: rendered on the way to the
     clients (filter gpucluster.tiers.lustre_client_unit), not stored in the plan."""
     what, where = _pct(mount["what"]), _pct(mount["where"])
@@ -242,7 +249,7 @@ def mount_unit_text(mount: dict[str, Any]) -> str:
     )
 
 
-def tunables_unit_text(mount: dict[str, Any]) -> str:
+def tunables_unit_text(mount: LustreMount) -> str:
     """The oneshot that applies the client tunables (``set_param``) after each mount of ``mount``
     (``lctl set_param``, lctl-set_param(8) [L6]); started by the mount (WantedBy), skipped where
     the Lustre utilities are not installed."""
@@ -274,9 +281,7 @@ def _yaml_str(value: str) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).removesuffix("\n...\n").strip()
 
 
-def lnet_config(
-    *, interfaces: list[str], net: str = "o2ib0", field: str = "gpucluster_storage.lustre"
-) -> dict[str, Any]:
+def lnet_config(*, interfaces: list[str], net: str = "o2ib0", field: str = "gpucluster_storage.lustre") -> LnetConfig:
     """LNet networks as modprobe options and as an lnetctl import file [L6]."""
     if not re.match(r"^(o2ib|tcp)\d*\Z", str(net)):
         raise PlanError(f"{field}.lnet_net", net, "o2ibN (InfiniBand/RoCE) or tcpN")
@@ -290,7 +295,7 @@ def lnet_config(
     }
 
 
-def lnet_conf_yaml(lnet: dict[str, Any]) -> str:
+def lnet_conf_yaml(lnet: LnetConfig) -> str:
     """The lnetctl import file (/etc/lnet.conf) of an LNet config of the plan (``net``, ``interfaces``:
     storage.lustre.lnet or server_lnet) [L6]: rendered on the way to the host (filter
     gpucluster.tiers.lnet_conf), not stored in the plan."""

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import lustre, lustre_targets, raid
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import Lustre, ServerNid
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interfaces import server_interfaces
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Protection, ProtectionPart
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import protected_capacity
 
 if TYPE_CHECKING:
@@ -21,10 +23,10 @@ FIELD = "gpucluster_storage.lustre"
 
 def _server_nids(
     servers: list[str], server_ifaces: list[str], addresses: Mapping[str, Any], net: str
-) -> dict[str, list[dict[str, str]]]:
+) -> dict[str, list[ServerNid]]:
     """Per server: one NID per LNet interface, each the address of its own interface (system.check_addresses);
     an LNet NIC without an address (no NID) is an error naming it."""
-    server_nids: dict[str, list[dict[str, str]]] = {}
+    server_nids: dict[str, list[ServerNid]] = {}
     for host in servers:
         entry = addresses["hosts"][host]
         per_nic = entry.get("storage_interfaces") or {}
@@ -43,7 +45,7 @@ def _server_nids(
     return server_nids
 
 
-def lustre_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
+def lustre_plan(site: Site, addresses: Mapping[str, Any]) -> Lustre:
     """plan.storage.lustre: the MDS (the MGS too) and the OSSs, their NIDs and targets, and the clients'
     layouts, tunables, LNet and mount."""
     lu = site.lustre_model
@@ -52,7 +54,7 @@ def lustre_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
     mds = site.hosts_in("lustre_mds")
     require(bool(mds), "groups.lustre_mds", mds, "one host in group lustre_mds when storage is lustre")
     require(bool(oss), "groups.lustre_oss", oss, "at least one host in group lustre_oss when storage is lustre")
-    per_oss = check_range(lu.osts_per_oss, f"{p}.osts_per_oss", 1, 256, integer=True)
+    per_oss = int(check_range(lu.osts_per_oss, f"{p}.osts_per_oss", 1, 256, integer=True))
     ost_count = per_oss * len(oss)
     fsname = str(lu.fsname)
     require(
@@ -125,14 +127,24 @@ def lustre_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def lustre_protection(lplan: Mapping[str, Any]) -> dict[str, Any]:
+def lustre_protection(lplan: Lustre) -> Protection:
     """plan.storage.protection of a Lustre site: the MDT's and the OSTs' levels (storage/raid.py)."""
-    parts, counts = {}, {}
+    parts: dict[str, ProtectionPart] = {}
+    counts: dict[str, int] = {}
     for kind in ("mdt", "ost"):
         mine = [t for ts in lplan["targets"].values() for t in ts if t["kind"] == kind]
-        part = dict(mine[0]["protection"], members=len(mine[0]["members"]))
-        if mine[0]["array"]:
-            part.update({k: mine[0]["array"][k] for k in ("chunk_kib", "usable_devices", "mkfs_options")})
+        first, prot = mine[0], mine[0]["protection"]
+        part: ProtectionPart = {
+            "kind": prot["kind"],
+            "level": prot["level"],
+            "survives": prot["survives"],
+            "reason": prot["reason"],
+            "members": len(first["members"]),
+        }
+        if array := first["array"]:
+            part["chunk_kib"] = array["chunk_kib"]
+            part["usable_devices"] = array["usable_devices"]
+            part["mkfs_options"] = array["mkfs_options"]
         parts[kind], counts[kind] = part, len(mine)
     out = raid.summary("lustre", parts, lplan["protection_warnings"])
     out["capacity"] = protected_capacity(parts, counts)

@@ -20,10 +20,12 @@ array's ldiskfs alignment, ``--mkfsoptions=-E stride=..,stripe_width=..`` (Lustr
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import raid
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import LustreTarget
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import LevelPlan
 
 MOUNT_ROOT = "/mnt"
 MOUNT_OPTIONS = "defaults,_netdev"
@@ -33,8 +35,9 @@ def target_name(fsname: str, kind: str, index: int) -> str:
     return f"{fsname}-{kind.upper()}{index:04x}"
 
 
-def _device(value: Any, field: str) -> str:
-    require(isinstance(value, str) and value.startswith("/dev/"), field, value, "a block device (/dev/...)")
+def _device(value: object, field: str) -> str:
+    if not (isinstance(value, str) and value.startswith("/dev/")):
+        raise PlanError(field, value, "a block device (/dev/...)")
     return value
 
 
@@ -44,15 +47,15 @@ def _target(
     index: int,
     host: str,
     members: list[str],
-    protection: dict[str, Any],
+    protection: LevelPlan,
     mkfs_flags: list[str],
-) -> dict[str, Any]:
+) -> LustreTarget:
     name = target_name(fsname, kind, index)
     mount_point = f"{MOUNT_ROOT}/{name}"
     array = None
     if protection["kind"] == "md":
         array = raid.md_array(
-            host=host, target=name, members=members, level=protection["level"], reason=protection["reason"]
+            host=host, target=name, members=members, level=str(protection["level"]), reason=protection["reason"]
         )
     device = array["path"] if array else members[0]
     options = [f"--mkfsoptions={array['mkfs_options']}"] if array and array["mkfs_options"] else []
@@ -63,7 +66,12 @@ def _target(
         "device": device,
         "members": list(members),
         "array": array,
-        "protection": {k: protection[k] for k in ("kind", "level", "survives", "reason")},
+        "protection": {
+            "kind": protection["kind"],
+            "level": protection["level"],
+            "survives": protection["survives"],
+            "reason": protection["reason"],
+        },
         "mount_point": mount_point,
         "mount_options": MOUNT_OPTIONS,
         "mkfs_argv": ["mkfs.lustre", f"--fsname={fsname}", *mkfs_flags, f"--index={index}", *options, device],
@@ -71,14 +79,15 @@ def _target(
     }
 
 
-def _devices(value: Any, field: str) -> list[str]:
-    require(isinstance(value, list) and bool(value), field, value, "a list of block devices (/dev/...)")
+def _devices(value: object, field: str) -> list[str]:
+    if not (isinstance(value, list) and value):
+        raise PlanError(field, value, "a list of block devices (/dev/...)")
     out = [_device(d, f"{field}[{i}]") for i, d in enumerate(value)]
     require(len(set(out)) == len(out), field, value, "each device listed once")
     return out
 
 
-def _mdt_devices(mdt_device: Any, mdt_devices: Any, field: str) -> list[str]:
+def _mdt_devices(mdt_device: object, mdt_devices: object, field: str) -> list[str]:
     if mdt_devices is not None:
         if mdt_device is not None:
             raise PlanError(
@@ -94,15 +103,15 @@ def lustre_targets(
     mds: list[str],
     oss: list[str],
     mgs_nid: str,
-    mdt_device: Any,
-    ost_devices: Any,
+    mdt_device: object,
+    ost_devices: object,
     osts_per_oss: int,
-    mdt_devices: Any = None,
-    protection: Any = None,
-    allow_unprotected: Any = False,
+    mdt_devices: object = None,
+    protection: object = None,
+    allow_unprotected: object = False,
     field: str = "gpucluster_storage.lustre",
     warnings: list[str] | None = None,
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[LustreTarget]]:
     """Per server host, its targets: name, kind, index, device (its md array, or the device), members, array
     (raid.md_array, or None), protection, mount point, mkfs.lustre argv, fstab line.
 
@@ -131,7 +140,7 @@ def lustre_targets(
         warnings.extend(prot["warnings"])
     shared = sorted(set(mds) & set(oss))
     require(not shared, "groups.lustre_oss", shared, "OSS hosts that are not also MDS hosts")
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[LustreTarget]] = {}
     for i, host in enumerate(mds):
         flags = ["--mgs", "--mdt"] if i == 0 else ["--mdt", f"--mgsnode={mgs_nid}"]
         out[host] = [_target(fsname, "mdt", i, host, mdt_group, prot["mdt"], flags)]
@@ -143,7 +152,7 @@ def lustre_targets(
     return out
 
 
-def planned_devices(targets: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+def planned_devices(targets: Mapping[str, list[LustreTarget]]) -> dict[str, list[str]]:
     """Per host, every device its targets write to: the members and the array (format permission)."""
     return {
         host: [d for t in ts for d in [*t["members"], *([t["device"]] if t["array"] else [])]]
@@ -151,9 +160,9 @@ def planned_devices(targets: dict[str, list[dict[str, Any]]]) -> dict[str, list[
     }
 
 
-def mdadm_conf_lines(targets: list[dict[str, Any]]) -> list[str]:
+def mdadm_conf_lines(targets: list[LustreTarget]) -> list[str]:
     """mdadm.conf ARRAY lines of a host's md targets (mdadm.conf(5): the name identifies the array)."""
-    return [t["array"]["conf_line"] for t in targets if t.get("array")]
+    return [array["conf_line"] for t in targets if (array := t.get("array"))]
 
 
 def mgs_nid(address: str, net: str) -> str:

@@ -27,6 +27,7 @@ at most the clients' own links on the NFS network; a storage floor above that is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
@@ -35,6 +36,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_choice,
     require,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
+    Nfs,
+    NfsExport,
+    NfsLinks,
+    NfsMount,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Ceiling, Directory
 
 IMPLS = ("kernel", "ganesha")
 ACCESS = ("rw", "ro")
@@ -74,13 +82,9 @@ def systemd_mount_unit_name(path: str) -> str:
     return "".join(out) + ".mount"
 
 
-def _abs(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and value.startswith("/") and ".." not in value.split("/") and " " not in value,
-        field,
-        value,
-        "an absolute path without spaces or '..'",
-    )
+def _abs(value: object, field: str) -> str:
+    if not (isinstance(value, str) and value.startswith("/") and ".." not in value.split("/") and " " not in value):
+        raise PlanError(field, value, "an absolute path without spaces or '..'")
     return value.rstrip("/") or "/"
 
 
@@ -92,9 +96,9 @@ def _under(path: str, root: str) -> str | None:
     return path[len(prefix) :] if path.startswith(prefix) else None
 
 
-def shared_directories(paths: dict[str, str], root: str, server_root: str) -> list[dict[str, str]]:
+def shared_directories(paths: Mapping[str, str], root: str, server_root: str) -> list[Directory]:
     """The planned directories (checkpoints, datasets, home) under ``root``, as paths under ``server_root``."""
-    out = []
+    out: list[Directory] = []
     for role, path in sorted(paths.items(), key=lambda kv: kv[1]):
         rel = _under(str(path), root)
         if rel:
@@ -103,13 +107,13 @@ def shared_directories(paths: dict[str, str], root: str, server_root: str) -> li
 
 
 def nfs_links(
-    nfs: dict[str, Any],
+    nfs: Mapping[str, object],
     *,
     fabric_type: str,
     lab: bool,
-    ceiling: dict[str, Any] | None = None,
+    ceiling: Ceiling | None = None,
     field: str = "gpucluster_storage.nfs",
-) -> dict[str, Any]:
+) -> NfsLinks:
     """Protocol and the links that carry NFS: ``ceiling`` (storage/sizing.py storage_ceiling: the server's planned
     storage interfaces, each card capped by its PCIe slot, and the clients' links), GB/s (GB = 1e9 B)."""
     require(
@@ -129,7 +133,7 @@ def nfs_links(
         "tcp: NFS over RDMA needs an InfiniBand or RoCE fabric"
         + (" (the lab's containers have no RDMA NICs)" if lab else f", and this site's fabric is {fabric_type}"),
     )
-    out = {
+    out: NfsLinks = {
         "proto": proto,
         "port": RDMA_PORT if proto == "rdma" else 2049,
         "rdma_offered": rdma_ok,
@@ -147,14 +151,14 @@ def nfs_links(
 
 def nfs_plan(
     *,
-    nfs: dict[str, Any],
+    nfs: Mapping[str, object],
     servers: list[str],
-    lab: dict[str, Any],
-    addresses: dict[str, Any],
-    paths: dict[str, str],
+    lab: Mapping[str, object],
+    addresses: Mapping[str, Any],
+    paths: Mapping[str, str],
     field: str = "gpucluster_storage.nfs",
-    links: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    links: NfsLinks | None = None,
+) -> Nfs:
     """Server, exports (the kernel /etc/exports lines and ganesha blocks' data) and client mounts (their
     units are rendered by mount_unit_text);
     ``links`` (nfs_links) sets the protocol of the mounts and rides along in the plan."""
@@ -165,67 +169,32 @@ def nfs_plan(
     impl = check_choice(lab.get("nfs_server_impl") or nfs.get("server_impl", "kernel"), f"{field}.server_impl", IMPLS)
     pools = addresses["pools"]
     default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
-    network = lab.get("nfs_network") or nfs.get("network") or default_net
-    check_choice(network, f"{field}.network", [n for n in ("storage", "management") if n in pools])
+    network = check_choice(
+        lab.get("nfs_network") or nfs.get("network") or default_net,
+        f"{field}.network",
+        [n for n in ("storage", "management") if n in pools],
+    )
     server_address = addresses["hosts"][server].get(network)
     require(bool(server_address), f"{field}.network", network, f"a network on which {server} has an address")
     cidr = pools[network]["cidr"]
     items = nfs.get("exports") or []
-    require(isinstance(items, list) and bool(items), f"{field}.exports", items, "a list of {path, mount_point}")
-    exports: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
-    directories: list[dict[str, str]] = []
+    if not (isinstance(items, list) and items):
+        raise PlanError(f"{field}.exports", items, "a list of {path, mount_point}")
+    exports: list[NfsExport] = []
+    mounts: list[NfsMount] = []
+    directories: list[Directory] = []
     seen_paths: set[str] = set()
     seen_mounts: set[str] = set()
     for i, item in enumerate(items):
-        f = f"{field}.exports[{i}]"
-        require(isinstance(item, dict), f, item, "a mapping {path, mount_point, access, squash, clients}")
-        path = _abs(item.get("path"), f"{f}.path")
-        mount_point = _abs(item.get("mount_point"), f"{f}.mount_point")
-        require(path not in seen_paths, f"{f}.path", path, "a path not exported twice")
-        require(mount_point not in seen_mounts, f"{f}.mount_point", mount_point, "a mount point not used twice")
-        seen_paths.add(path)
-        seen_mounts.add(mount_point)
-        access = check_choice(item.get("access", "rw"), f"{f}.access", ACCESS)
-        squash = check_choice(item.get("squash", "root_squash"), f"{f}.squash", SQUASH)
-        clients = str(item.get("clients", cidr))
-        require(
-            bool(re.match(r"^[0-9A-Za-z.:/*_-]+\Z", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard"
-        )
-        options = f"{access},sync,no_subtree_check,{squash}"
-        exports.append(
-            {
-                "path": path,
-                "mount_point": mount_point,
-                "export_id": i + 1,
-                "pseudo": path,
-                "access": access,
-                "access_type": access.upper(),
-                "squash": squash,
-                "ganesha_squash": GANESHA_SQUASH[squash],
-                "clients": clients,
-                "options": options,
-                "exports_line": f"{path} {clients}({options})",
-            }
-        )
-        directories += shared_directories(paths, mount_point, path)
-        what = f"{server_address}:{path}"
-        unit = systemd_mount_unit_name(mount_point)
-        mounts.append(
-            {
-                "what": what,
-                "where": mount_point,
-                "type": "nfs",
-                "options": client_options if access == "rw" else client_options.replace("rw,", "ro,", 1),
-                "unit_name": unit,
-                "unit_path": f"/etc/systemd/system/{unit}",
-            }
-        )
+        export = _export(item, i, f"{field}.exports[{i}]", str(cidr), seen_paths, seen_mounts)
+        exports.append(export)
+        directories += shared_directories(paths, export["mount_point"], export["path"])
+        mounts.append(_client_mount(f"{server_address}:{export['path']}", export, client_options))
     for root in (e["mount_point"] for e in exports):
         for other in (e["mount_point"] for e in exports):
             if root != other and _under(other, root) is not None:
                 raise PlanError(f"{field}.exports", [root, other], "mount points that are not nested in each other")
-    return {
+    out: Nfs = {
         "server": server,
         "server_impl": impl,
         "service": "nfs-ganesha" if impl == "ganesha" else "nfs-server",
@@ -235,11 +204,57 @@ def nfs_plan(
         "exports": exports,
         "server_directories": directories,
         "client_mounts": mounts,
-        **({"links": links} if links else {}),
+    }
+    if links:
+        out["links"] = links
+    return out
+
+
+def _export(item: object, i: int, f: str, cidr: str, seen_paths: set[str], seen_mounts: set[str]) -> NfsExport:
+    """gpucluster_storage.nfs.exports[i] checked (``f``: its field): a path and mount point not used before
+    (``seen_paths``, ``seen_mounts``: added to), access, squash, the clients (the network's CIDR by default)."""
+    if not isinstance(item, dict):
+        raise PlanError(f, item, "a mapping {path, mount_point, access, squash, clients}")
+    path = _abs(item.get("path"), f"{f}.path")
+    mount_point = _abs(item.get("mount_point"), f"{f}.mount_point")
+    require(path not in seen_paths, f"{f}.path", path, "a path not exported twice")
+    require(mount_point not in seen_mounts, f"{f}.mount_point", mount_point, "a mount point not used twice")
+    seen_paths.add(path)
+    seen_mounts.add(mount_point)
+    access = check_choice(item.get("access", "rw"), f"{f}.access", ACCESS)
+    squash = check_choice(item.get("squash", "root_squash"), f"{f}.squash", SQUASH)
+    clients = str(item.get("clients", cidr))
+    require(bool(re.match(r"^[0-9A-Za-z.:/*_-]+\Z", clients)), f"{f}.clients", clients, "a CIDR, host name or wildcard")
+    options = f"{access},sync,no_subtree_check,{squash}"
+    return {
+        "path": path,
+        "mount_point": mount_point,
+        "export_id": i + 1,
+        "pseudo": path,
+        "access": access,
+        "access_type": access.upper(),
+        "squash": squash,
+        "ganesha_squash": GANESHA_SQUASH[squash],
+        "clients": clients,
+        "options": options,
+        "exports_line": f"{path} {clients}({options})",
     }
 
 
-def mount_unit_text(mount: dict[str, Any], server: str) -> str:
+def _client_mount(what: str, export: NfsExport, client_options: str) -> NfsMount:
+    """A client's mount of ``export`` (``what``: server address:path), read-only where the export is."""
+    unit = systemd_mount_unit_name(export["mount_point"])
+    return {
+        "what": what,
+        "where": export["mount_point"],
+        "type": "nfs",
+        "options": client_options if export["access"] == "rw" else client_options.replace("rw,", "ro,", 1),
+        "unit_name": unit,
+        "unit_path": f"/etc/systemd/system/{unit}",
+    }
+
+
+def mount_unit_text(mount: NfsMount, server: str) -> str:
     """The systemd mount unit of one of the plan's ``storage.nfs.client_mounts`` (what, where, type,
     options) from NFS server ``server``: rendered on the way to the clients (filter
     gpucluster.tiers.nfs_mount_unit), not stored in the plan."""

@@ -28,16 +28,27 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
     check_choice,
     check_range,
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import (
+    Nvmeof,
+    NvmeofClient,
+    NvmeofTarget,
+    NvmetConfig,
+    NvmetNamespace,
+    NvmetPort,
+    NvmetSubsystem,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import LocalNvme
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import local_raid_plan
 
 TRANSPORTS = ("rdma", "tcp")
@@ -118,15 +129,33 @@ def assign_slots(targets: Sequence[str], devices: Sequence[str], clients: Sequen
     return out
 
 
+class Nqns(TypedDict):
+    """The NQNs of a site: each compute node's host NQN, each (target, client) subsystem's NQN."""
+
+    hosts: dict[str, str]
+    subsystems: dict[tuple[str, str], str]
+
+
+@dataclass(frozen=True)
+class Options:
+    """``gpucluster_storage.nvmeof``'s connection options, checked."""
+
+    transport: str
+    trsvcid: int
+    nr_io_queues: int
+    ctrl_loss_tmo: int
+    prefix: str | None
+
+
 def target_config(
-    target: str, address: str, transport: str, trsvcid: int, slots: Sequence[Slot], nqns: dict[str, Any]
-) -> dict[str, Any]:
+    target: str, address: str, transport: str, trsvcid: int, slots: Sequence[Slot], nqns: Nqns
+) -> NvmetConfig:
     """The nvmetcli JSON of one target: its hosts, one subsystem per compute node it serves, one port."""
     mine = [s for s in slots if s.target == target]
     clients = sorted({s.client for s in mine}, key=[s.client for s in mine].index)
-    subsystems = []
+    subsystems: list[NvmetSubsystem] = []
     for client in clients:
-        namespaces = [
+        namespaces: list[NvmetNamespace] = [
             {
                 "nsid": s.nsid,
                 "enable": 1,
@@ -143,7 +172,7 @@ def target_config(
                 "allowed_hosts": [nqns["hosts"][client]],
             }
         )
-    port = {
+    port: NvmetPort = {
         "portid": 1,
         "addr": {
             "trtype": transport,
@@ -158,7 +187,7 @@ def target_config(
     return {"hosts": [{"nqn": nqns["hosts"][c]} for c in clients], "subsystems": subsystems, "ports": [port]}
 
 
-def target_config_json(config: dict[str, Any]) -> str:
+def target_config_json(config: NvmetConfig) -> str:
     """/etc/nvmet/config.json of a target from the plan's ``storage.nvmeof.targets.<host>.config`` (nvmetcli's
     JSON, keys sorted): rendered on the way to the target (filter gpucluster.tiers.nvmet_config_json)."""
     return json.dumps(config, indent=2, sort_keys=True) + "\n"
@@ -172,7 +201,7 @@ def discovery_line(transport: str, address: str, trsvcid: int, nr_io_queues: int
     )
 
 
-def discovery_conf_text(nvmeof: dict[str, Any]) -> str:
+def discovery_conf_text(nvmeof: Nvmeof) -> str:
     """``/etc/nvme/discovery.conf`` from the plan's ``storage.nvmeof``: a :func:`discovery_line` per target
     address (``discovery_addresses``) with the plan's transport, port, I/O queues and controller loss
     timeout [V2]. Rendered on the way to the compute nodes (filter gpucluster.tiers.nvme_discovery_conf),
@@ -194,53 +223,60 @@ def discovery_conf_text(nvmeof: dict[str, Any]) -> str:
     )
 
 
-def _options(nv: dict[str, Any], field: str, cores: int) -> dict[str, Any]:
+def _options(nv: Mapping[str, object], field: str, cores: int) -> Options:
     prefix = nv.get("nqn_prefix")
-    require(
-        prefix is None or (isinstance(prefix, str) and bool(_PREFIX.match(prefix))),
-        f"{field}.nqn_prefix",
-        prefix,
-        "nqn.YYYY-MM.reverse.domain (e.g. nqn.2024-01.org.example), or leave it out for UUID NQNs",
-    )
-    return {
-        "transport": check_choice(nv.get("transport", "rdma"), f"{field}.transport", TRANSPORTS),
-        "trsvcid": check_range(nv.get("trsvcid", DEFAULT_TRSVCID), f"{field}.trsvcid", 1, 65535, integer=True),
+    if not (prefix is None or (isinstance(prefix, str) and _PREFIX.match(prefix))):
+        raise PlanError(
+            f"{field}.nqn_prefix",
+            prefix,
+            "nqn.YYYY-MM.reverse.domain (e.g. nqn.2024-01.org.example), or leave it out for UUID NQNs",
+        )
+    return Options(
+        transport=check_choice(nv.get("transport", "rdma"), f"{field}.transport", TRANSPORTS),
+        trsvcid=int(check_range(nv.get("trsvcid", DEFAULT_TRSVCID), f"{field}.trsvcid", 1, 65535, integer=True)),
         # nvme-cli's own default is the CPU count [V2]: the plan writes it down
-        "nr_io_queues": check_range(nv.get("nr_io_queues", cores), f"{field}.nr_io_queues", 1, 1024, integer=True),
-        "ctrl_loss_tmo": check_range(
-            nv.get("ctrl_loss_tmo", DEFAULT_CTRL_LOSS_TMO), f"{field}.ctrl_loss_tmo", -1, 86400, integer=True, unit=" s"
+        nr_io_queues=int(check_range(nv.get("nr_io_queues", cores), f"{field}.nr_io_queues", 1, 1024, integer=True)),
+        ctrl_loss_tmo=int(
+            check_range(
+                nv.get("ctrl_loss_tmo", DEFAULT_CTRL_LOSS_TMO),
+                f"{field}.ctrl_loss_tmo",
+                -1,
+                86400,
+                integer=True,
+                unit=" s",
+            )
         ),
-        "prefix": prefix,
-    }
+        prefix=prefix,
+    )
 
 
 def nvmeof_plan(
     *,
-    nvmeof: dict[str, Any],
+    nvmeof: Mapping[str, object],
     targets: list[str],
     clients: list[str],
-    addresses: dict[str, Any],
-    lab: dict[str, Any],
-    paths: dict[str, str],
+    addresses: Mapping[str, Any],
+    lab: Mapping[str, object],
+    paths: Mapping[str, str],
     domain: str,
     cores: int,
     inventory_hosts: Sequence[str] = (),
     field: str = "gpucluster_storage.nvmeof",
-) -> dict[str, Any]:
-    """Targets' nvmetcli JSON, the compute nodes' NQNs, discovery lines and remote scratch."""
+) -> Nvmeof:
+    """Targets' nvmetcli JSON, the compute nodes' NQNs, discovery lines and remote scratch (``addresses``:
+    plan/addresses.py's, typed by the plan package)."""
     require(bool(targets), "groups.nvmeof_target", targets, "at least one host in group nvmeof_target")
     require(not set(targets) & set(clients), "groups.nvmeof_target", targets, "target hosts that are not compute hosts")
     opts = _options(nvmeof, field, cores)
-    devices = nvmeof.get("devices")
-    require(
-        isinstance(devices, list)
-        and bool(devices)
-        and all(isinstance(d, str) and d.startswith("/dev/") for d in devices)
-        and len(set(devices)) == len(devices),
-        f"{field}.devices",
-        devices,
-        "a list of block devices (/dev/...) on each target, each once",
-    )
+    raw_devices = nvmeof.get("devices")
+    if not (
+        isinstance(raw_devices, list)
+        and raw_devices
+        and all(isinstance(d, str) and d.startswith("/dev/") for d in raw_devices)
+        and len(set(raw_devices)) == len(raw_devices)
+    ):
+        raise PlanError(f"{field}.devices", raw_devices, "a list of block devices (/dev/...) on each target, each once")
+    devices = [str(d) for d in raw_devices]
     require(len(devices) <= MAX_NSID, f"{field}.devices", len(devices), f"at most {MAX_NSID} devices (nvmet NSIDs)")
     pools = addresses["pools"]
     default_net = "storage" if "storage" in pools else "management"  # the lab too: it has the network
@@ -248,8 +284,8 @@ def nvmeof_plan(
         nvmeof.get("network") or default_net, f"{field}.network", [n for n in ("storage", "management") if n in pools]
     )
     slots = assign_slots(targets, devices, clients, field)
-    prefix = opts["prefix"]
-    nqns: dict[str, Any] = {
+    prefix = opts.prefix
+    nqns: Nqns = {
         "hosts": {c: host_nqn(c, domain, prefix) for c in clients},
         "subsystems": {(s.target, s.client): subsystem_nqn(s.target, s.client, domain, prefix) for s in slots},
     }
@@ -258,64 +294,66 @@ def nvmeof_plan(
     target_addr = {t: addresses["hosts"][t].get(network) for t in targets}
     for t, addr in target_addr.items():
         require(bool(addr), f"{field}.network", network, f"a network on which {t} has an address")
-    configs = {
-        t: target_config(t, str(target_addr[t]), opts["transport"], opts["trsvcid"], slots, nqns) for t in targets
-    }
+    configs = {t: target_config(t, str(target_addr[t]), opts.transport, opts.trsvcid, slots, nqns) for t in targets}
     scratch = _scratch(nvmeof, field, slots, clients, paths, inventory_hosts)
     return {
-        "transport": opts["transport"],
-        "trsvcid": opts["trsvcid"],
+        "transport": opts.transport,
+        "trsvcid": opts.trsvcid,
         "network": network,
-        "targets": {
-            t: {
-                "address": str(target_addr[t]),
-                "config": configs[t],
-                "devices": sorted({s.device for s in slots if s.target == t}, key=list(devices).index),
-            }
-            for t in targets
-        },
+        "targets": {t: _target(str(target_addr[t]), configs[t], slots, t, devices) for t in targets},
         "target_config_path": TARGET_CONFIG,
         # modules-load.d(5): the target core and its transport (drivers/nvme/target: nvmet, nvmet-rdma, nvmet-tcp)
-        "target_modules": ["nvmet", f"nvmet-{opts['transport']}"],
+        "target_modules": ["nvmet", f"nvmet-{opts.transport}"],
         "discovery_conf_path": DISCOVERY_CONF,
         # every compute node's discovery.conf: a line a target (discovery_conf_text, filter nvme_discovery_conf);
         # the targets' own entries are narrowed away in a compute node's slice of the plan
         "discovery_addresses": [str(target_addr[t]) for t in targets],
-        "nr_io_queues": opts["nr_io_queues"],
-        "ctrl_loss_tmo": opts["ctrl_loss_tmo"],
-        "clients": {
-            c: {
-                "host_nqn": nqns["hosts"][c],
-                # nvme-cli pairs the UUID of a UUID host NQN with the host ID [V2]
-                "host_id": nqns["hosts"][c].rsplit(":", 1)[1] if not prefix else stable_uuid("hostid/" + c),
-                "namespaces": [
-                    {
-                        "target": s.target,
-                        "subsystem": nqns["subsystems"][(s.target, s.client)],
-                        "nsid": s.nsid,
-                        "device": s.device,
-                        "by_id": by_id(s.target, s.device),
-                    }
-                    for s in slots
-                    if s.client == c
-                ],
-                "scratch": scratch[c],
-            }
-            for c in clients
-        },
+        "nr_io_queues": opts.nr_io_queues,
+        "ctrl_loss_tmo": opts.ctrl_loss_tmo,
+        "clients": {c: _client(c, nqns, prefix, slots, scratch[c]) for c in clients},
         "namespaces_per_client": len(slots) // len(clients),
         "unexported": len(targets) * len(devices) - len(slots),
     }
 
 
+def _target(address: str, config: NvmetConfig, slots: Sequence[Slot], target: str, devices: list[str]) -> NvmeofTarget:
+    """plan.storage.nvmeof.targets.<target>: its address, nvmetcli JSON and exported devices (inventory order)."""
+    return {
+        "address": address,
+        "config": config,
+        "devices": sorted({s.device for s in slots if s.target == target}, key=devices.index),
+    }
+
+
+def _client(client: str, nqns: Nqns, prefix: str | None, slots: Sequence[Slot], scratch: LocalNvme) -> NvmeofClient:
+    """plan.storage.nvmeof.clients.<node>: its host NQN and ID, its namespaces and the scratch made of them."""
+    return {
+        "host_nqn": nqns["hosts"][client],
+        # nvme-cli pairs the UUID of a UUID host NQN with the host ID [V2]
+        "host_id": nqns["hosts"][client].rsplit(":", 1)[1] if not prefix else stable_uuid("hostid/" + client),
+        "namespaces": [
+            {
+                "target": s.target,
+                "subsystem": nqns["subsystems"][(s.target, s.client)],
+                "nsid": s.nsid,
+                "device": s.device,
+                "by_id": by_id(s.target, s.device),
+            }
+            for s in slots
+            if s.client == client
+        ],
+        "scratch": scratch,
+    }
+
+
 def _scratch(
-    nv: dict[str, Any],
+    nv: Mapping[str, object],
     field: str,
     slots: Sequence[Slot],
     clients: Sequence[str],
-    paths: dict[str, str],
+    paths: Mapping[str, str],
     inventory_hosts: Sequence[str],
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, LocalNvme]:
     """Per compute node: its namespaces as local scratch (storage.local_raid_plan: guard, RAID0, mkfs, mount).
 
     ``allow_format_devices`` entries name the compute node and the namespace's by-id path (plan.json
@@ -323,9 +361,8 @@ def _scratch(
     """
     by_client = {c: [by_id(s.target, s.device) for s in slots if s.client == c] for c in clients}
     raid = nv.get("raid_device", "/dev/md/nvmeof")
-    require(
-        isinstance(raid, str) and raid.startswith("/dev/md"), f"{field}.raid_device", raid, "/dev/mdN or /dev/md/NAME"
-    )
+    if not (isinstance(raid, str) and raid.startswith("/dev/md")):
+        raise PlanError(f"{field}.raid_device", raid, "/dev/mdN or /dev/md/NAME")
     planned = {c: [*devs, *([raid] if len(devs) > 1 else [])] for c, devs in by_client.items()}
     allowed = host_devices(
         nv.get("allow_format_devices"),
@@ -334,9 +371,9 @@ def _scratch(
         inventory_hosts,
         what="NVMe-oF namespace (plan.json storage.nvmeof.clients.<host>.namespaces[].by_id) or its raid_device",
     )
-    out = {}
+    out: dict[str, LocalNvme] = {}
     for c, devs in by_client.items():
-        section = {
+        section: dict[str, object] = {
             "devices": devs,
             "raid_device": raid if len(devs) > 1 else None,
             "filesystem": nv.get("filesystem", "xfs"),

@@ -15,6 +15,13 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interface
     site_storage_ceiling,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_plan import lustre_plan, lustre_protection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    Ceiling,
+    CheckpointDrain,
+    Sizing,
+    StorageSection,
+    TypedStorage,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import (
     local_ceiling,
     local_raid_plan,
@@ -27,8 +34,9 @@ if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TierProfile
 
 
-def storage_plan(site: Site, tier: TierProfile, nodes: int, addresses: Mapping[str, Any]) -> dict[str, Any]:
-    """plan.storage for ``nodes`` compute nodes with the addresses of plan/addresses.py."""
+def storage_plan(site: Site, tier: TierProfile, nodes: int, addresses: Mapping[str, Any]) -> StorageSection:
+    """plan.storage for ``nodes`` compute nodes with the addresses of plan/addresses.py (a section of the plan
+    package: read as it is typed there)."""
     st, wl = site.storage_model, site.workload_model
     sizing = storage_sizing(
         model_params_b=wl.model_params_b,
@@ -41,36 +49,40 @@ def storage_plan(site: Site, tier: TierProfile, nodes: int, addresses: Mapping[s
         gpu_hour_cost_usd=wl.gpu_hour_cost_usd,
         io_wait_fraction=wl.io_wait_fraction,
     )
-    out: dict[str, Any] = {
+    paths = dict(st.paths)
+    check = storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need))
+    # what the data servers' planned storage interfaces carry (local NVMe: its drives, below): the floors' ceiling
+    ceiling: Ceiling | None = None if st.type == "local_nvme" else site_storage_ceiling(site, nodes, addresses)
+    typed = _typed_storage(site, addresses, paths, ceiling)
+    if "local_nvme" in typed:
+        ceiling = local_ceiling(len(typed["local_nvme"]["devices"]), site.node.pcie_gen)
+    drain = _checkpoint_drain(site, sizing, nodes, paths)
+    out: StorageSection = {
         "type": st.type,
-        "paths": dict(st.paths),
+        "paths": paths,
         "local_scratch": st.local_scratch,
         "sizing": sizing,
-        "check": storage_check(sizing, tier.storage_write_gbps[0], bool(wl.allow_storage_below_need)),
+        "check": check,
         "floors": {"read_gbps": list(tier.storage_read_gbps), "write_gbps": list(tier.storage_write_gbps)},
+        **typed,
+        "ceilings": {"read_gbps": ceiling, "write_gbps": ceiling},
+        "checkpoint_drain": drain,
     }
-    # what the data servers' planned storage interfaces carry (local NVMe: its drives, below): the floors' ceiling
-    ceiling = None if st.type == "local_nvme" else site_storage_ceiling(site, nodes, addresses)
-    out.update(_typed_storage(site, addresses, out["paths"], ceiling))
-    if st.type == "local_nvme":
-        ceiling = local_ceiling(len(out["local_nvme"]["devices"]), site.node.pcie_gen)
-    out["ceilings"] = {"read_gbps": ceiling, "write_gbps": ceiling}
-    out["checkpoint_drain"] = _checkpoint_drain(site, sizing, nodes, out["paths"])
     if not wl.allow_storage_below_need:  # the override lets a drain that does not fit through too
-        out["check"] += out["checkpoint_drain"]["check"]
+        out["check"] += drain["check"]
     return out
 
 
 def _typed_storage(
-    site: Site, addresses: Mapping[str, Any], paths: dict[str, Any], ceiling: dict[str, Any] | None
-) -> dict[str, Any]:
+    site: Site, addresses: Mapping[str, Any], paths: dict[str, str], ceiling: Ceiling | None
+) -> TypedStorage:
     """The storage type's own section and, for the shared types but NVMe-oF, its ``protection``."""
     st = site.storage_model
     if st.type == "lustre":
         lplan = lustre_plan(site, addresses)
         return {"lustre": lplan, "protection": lustre_protection(lplan)}
     if st.type == "nfs":
-        nfs_cfg = dict(st.nfs)
+        nfs_cfg = st.nfs
         links = nfs.nfs_links(nfs_cfg, fabric_type=site.fabric_model.type, lab=site.in_lab, ceiling=ceiling)
         return {
             "nfs": nfs.nfs_plan(
@@ -86,7 +98,7 @@ def _typed_storage(
     if st.type == "nvmeof":  # tier2 alternative: per-node remote namespaces (storage/nvmeof.py)
         return {
             "nvmeof": nvmeof.nvmeof_plan(
-                nvmeof=dict(st.nvmeof),
+                nvmeof=st.nvmeof,
                 targets=site.hosts_in("nvmeof_target"),
                 clients=site.compute_hosts,
                 addresses=addresses,
@@ -101,7 +113,7 @@ def _typed_storage(
         storage_ifaces = [n.netdev for n in site.node.nics_for("storage")]
         return {
             "beegfs": beegfs.beegfs_plan(
-                beegfs=dict(st.beegfs),
+                beegfs=st.beegfs,
                 mgmtd=site.hosts_in("beegfs_mgmtd"),
                 meta=site.hosts_in("beegfs_meta"),
                 storage=site.hosts_in("beegfs_storage"),
@@ -112,16 +124,16 @@ def _typed_storage(
                 server_interfaces=server_interfaces(site),
                 rdma=site.fabric_model.type in RDMA_FABRICS,
             ),
-            "protection": raid.declared_summary("beegfs", dict(st.beegfs), "BeeGFS targets"),
+            "protection": raid.declared_summary("beegfs", st.beegfs, "BeeGFS targets"),
         }
     return {
         "local_nvme": local_raid_plan(
-            dict(st.local_nvme), paths, hosts=site.hosts_in("storage"), inventory_hosts=[h.name for h in site.hosts]
+            st.local_nvme, paths, hosts=site.hosts_in("storage"), inventory_hosts=[h.name for h in site.hosts]
         )
     }
 
 
-def _checkpoint_drain(site: Site, sizing: dict[str, Any], nodes: int, paths: Mapping[str, Any]) -> dict[str, Any]:
+def _checkpoint_drain(site: Site, sizing: Sizing, nodes: int, paths: Mapping[str, str]) -> CheckpointDrain:
     """Async checkpoints: local staging and the drain to the shared path (storage/checkpoint.py). The node: its
     GPUs' host link (PCIe x16 of pcie_gen), its RAM, its storage link (storage NICs, else the first compute NIC
     that carries LNet/NFS traffic), for the stalls and the pinned buffers."""

@@ -35,12 +35,20 @@ whether an array may be created; an existing array with the planned members is n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
     require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    DeclaredProtection,
+    LevelPlan,
+    LustreProtection,
+    MdArray,
+    Protection,
+    ProtectionPart,
+    ProtectionSpec,
 )
 
 KINDS = ("md", "hardware", "zfs")
@@ -80,24 +88,28 @@ MD_METADATA = "1.2"
 MD_NAME_MAX = 32
 
 
-def _bool(value: Any, field: str) -> bool:
-    require(isinstance(value, bool), field, value, "true or false")
+def _bool(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(field, value, "true or false")
     return value
 
 
-def protection_spec(raw: Any, field: str, kinds: Sequence[str] = KINDS) -> dict[str, Any]:
+def protection_spec(raw: object, field: str, kinds: Sequence[str] = KINDS) -> ProtectionSpec:
     """``<section>.protection`` checked: ``{kind, level, mdt_level}`` (kind md by default, no level)."""
     if raw is None:
         raw = {}
-    require(isinstance(raw, Mapping), field, raw, "a mapping {kind, level, mdt_level}")
+    if not isinstance(raw, Mapping):
+        raise PlanError(field, raw, "a mapping {kind, level, mdt_level}")
     unknown = sorted(set(raw) - {"kind", "level", "mdt_level"})
     require(not unknown, field, raw, "a mapping with kind, level and mdt_level only")
     kind = check_choice(raw.get("kind", kinds[0]), f"{field}.kind", tuple(kinds))
-    out: dict[str, Any] = {"kind": kind, "level": None, "mdt_level": None}
-    for key in ("level", "mdt_level"):
-        if raw.get(key) is not None:
-            out[key] = check_choice(raw[key], f"{field}.{key}", DECLARED_LEVELS[kind])
-    return out
+    levels = DECLARED_LEVELS[kind]
+    level, mdt_level = raw.get("level"), raw.get("mdt_level")
+    return {
+        "kind": kind,
+        "level": None if level is None else check_choice(level, f"{field}.level", levels),
+        "mdt_level": None if mdt_level is None else check_choice(mdt_level, f"{field}.mdt_level", levels),
+    }
 
 
 def chunk_kib(data_disks: int) -> int:
@@ -156,7 +168,7 @@ def _mdt_level(members: int, asked: str | None, field: str) -> tuple[str, str]:
     return "raid1", f"RAID-1 mirror for the MDT (Lustre manual, configuringstorage): {members} copies"
 
 
-def md_array(*, host: str, target: str, members: list[str], level: str, reason: str) -> dict[str, Any]:
+def md_array(*, host: str, target: str, members: list[str], level: str, reason: str) -> MdArray:
     """One md array of a target: its path, name, members, chunk, mdadm --create argv and mdadm.conf line."""
     path = f"/dev/md/{target}"
     # the name as the superblock keeps it: "host:target" (mdadm stores a name with ':' as given), or the target
@@ -182,7 +194,7 @@ def md_array(*, host: str, target: str, members: list[str], level: str, reason: 
         "data_disks": disks,
         "chunk_kib": chunk,
         "full_stripe_kib": chunk * disks if chunk else None,
-        "full_stripe_is_rpc": bool(chunk) and chunk * disks == RPC_KIB,
+        "full_stripe_is_rpc": chunk is not None and chunk * disks == RPC_KIB,
         "usable_devices": usable_devices(level, n),
         "survives": SURVIVES[level] if level != "raid1" else n - 1,
         "reason": reason,
@@ -206,19 +218,18 @@ def _groups(devices: list[str], count: int, field: str, count_field: str) -> lis
 
 def lustre_protection(
     *,
-    spec: dict[str, Any],
+    spec: ProtectionSpec,
     ost_devices: list[str],
     mdt_devices: list[str],
     osts_per_oss: int,
-    allow_unprotected: bool,
+    allow_unprotected: object,
     field: str,
-) -> dict[str, Any]:
+) -> LustreProtection:
     """How each OST and MDT is made from the devices: ``{ost_groups, mdt_group, ost, mdt, warnings}``.
 
     ``ost``/``mdt``: ``{kind, level, members, survives, reason}`` (md: the array is built per target by
     :func:`md_array`). Raises PlanError for an unprotected layout without ``allow_unprotected``."""
     kind = spec["kind"]
-    unprotected_field = f"{field}.allow_unprotected"
     require(
         kind != "zfs",
         f"{field}.protection.kind",
@@ -226,46 +237,80 @@ def lustre_protection(
         "md or hardware: Lustre on ZFS OSDs (mkfs.lustre --backfstype=zfs) is not planned by this collection",
     )
     groups = _groups(ost_devices, osts_per_oss, f"{field}.ost_devices", f"{field}.osts_per_oss")
-    per_ost = len(groups[0])
-    warnings: list[str] = []
     if kind == "hardware":
-        require(
-            per_ost == 1,
-            f"{field}.ost_devices",
-            ost_devices,
-            f"one hardware RAID volume per OST ({osts_per_oss} devices, {field}.osts_per_oss) with "
-            f"{field}.protection.kind hardware",
-        )
-        require(
-            len(mdt_devices) == 1,
-            f"{field}.mdt_devices",
-            mdt_devices,
-            f"one hardware RAID volume for the MDT with {field}.protection.kind hardware",
-        )
-        require(
-            spec["level"] is not None,
+        ost, mdt = _hardware_levels(spec, len(groups[0]), ost_devices, mdt_devices, osts_per_oss, field)
+    else:
+        ost, mdt = _md_levels(spec, len(groups[0]), mdt_devices, field)
+    warnings = _unprotected(ost, mdt, ost_devices, osts_per_oss, allow_unprotected, field)
+    return {"ost_groups": groups, "mdt_group": list(mdt_devices), "ost": ost, "mdt": mdt, "warnings": warnings}
+
+
+def _hardware_levels(
+    spec: ProtectionSpec, per_ost: int, ost_devices: list[str], mdt_devices: list[str], osts_per_oss: int, field: str
+) -> tuple[LevelPlan, LevelPlan]:
+    """The OSTs' and the MDT's declared hardware RAID volumes: one volume per target."""
+    require(
+        per_ost == 1,
+        f"{field}.ost_devices",
+        ost_devices,
+        f"one hardware RAID volume per OST ({osts_per_oss} devices, {field}.osts_per_oss) with "
+        f"{field}.protection.kind hardware",
+    )
+    require(
+        len(mdt_devices) == 1,
+        f"{field}.mdt_devices",
+        mdt_devices,
+        f"one hardware RAID volume for the MDT with {field}.protection.kind hardware",
+    )
+    ost_level = spec["level"]
+    if ost_level is None:
+        raise PlanError(
             f"{field}.protection.level",
             None,
             "the hardware volumes' RAID level (raid1, raid5, raid6, raid10, raid50, raid60)",
         )
-        ost_level, mdt_level = spec["level"], spec["mdt_level"] or spec["level"]
-        ost = {"kind": "hardware", "level": ost_level, "members": 1, "survives": SURVIVES[ost_level]}
-        mdt = {"kind": "hardware", "level": mdt_level, "members": 1, "survives": SURVIVES[mdt_level]}
-        ost["reason"] = f"hardware RAID volume, declared {ost_level} ({field}.protection.level)"
-        mdt["reason"] = f"hardware RAID volume, declared {mdt_level} ({field}.protection)"
+    mdt_level = spec["mdt_level"] or ost_level
+    ost: LevelPlan = {
+        "kind": "hardware",
+        "level": ost_level,
+        "members": 1,
+        "survives": SURVIVES[ost_level],
+        "reason": f"hardware RAID volume, declared {ost_level} ({field}.protection.level)",
+    }
+    mdt: LevelPlan = {
+        "kind": "hardware",
+        "level": mdt_level,
+        "members": 1,
+        "survives": SURVIVES[mdt_level],
+        "reason": f"hardware RAID volume, declared {mdt_level} ({field}.protection)",
+    }
+    return ost, mdt
+
+
+def _md_levels(spec: ProtectionSpec, per_ost: int, mdt_devices: list[str], field: str) -> tuple[LevelPlan, LevelPlan]:
+    """The OSTs' and the MDT's md arrays (or raw devices): their levels from the members each gets."""
+    ost: LevelPlan
+    mdt: LevelPlan
+    if per_ost >= 2:
+        level, why = _ost_level(per_ost, spec["level"], f"{field}.protection")
+        ost = {"kind": "md", "level": level, "members": per_ost, "reason": why, "survives": SURVIVES[level]}
     else:
-        if per_ost >= 2:
-            level, why = _ost_level(per_ost, spec["level"], f"{field}.protection")
-            ost = {"kind": "md", "level": level, "members": per_ost, "reason": why}
-            ost["survives"] = SURVIVES[level]
-        else:
-            ost = {"kind": "raw", "level": None, "members": 1, "survives": 0, "reason": "one raw device per OST"}
-        if len(mdt_devices) >= 2:
-            level, why = _mdt_level(len(mdt_devices), spec["mdt_level"], f"{field}.protection")
-            mdt = {"kind": "md", "level": level, "members": len(mdt_devices), "reason": why}
-            mdt["survives"] = len(mdt_devices) - 1 if level == "raid1" else SURVIVES[level]
-        else:
-            mdt = {"kind": "raw", "level": None, "members": 1, "survives": 0, "reason": "one raw device for the MDT"}
+        ost = {"kind": "raw", "level": None, "members": 1, "survives": 0, "reason": "one raw device per OST"}
+    if len(mdt_devices) >= 2:
+        level, why = _mdt_level(len(mdt_devices), spec["mdt_level"], f"{field}.protection")
+        survives = len(mdt_devices) - 1 if level == "raid1" else SURVIVES[level]
+        mdt = {"kind": "md", "level": level, "members": len(mdt_devices), "reason": why, "survives": survives}
+    else:
+        mdt = {"kind": "raw", "level": None, "members": 1, "survives": 0, "reason": "one raw device for the MDT"}
+    return ost, mdt
+
+
+def _unprotected(
+    ost: LevelPlan, mdt: LevelPlan, ost_devices: list[str], osts_per_oss: int, allow_unprotected: object, field: str
+) -> list[str]:
+    """The plan warnings of a layout where one device failure loses data; a PlanError unless allowed."""
+    unprotected_field = f"{field}.allow_unprotected"
+    warnings: list[str] = []
     bare = []
     if ost["survives"] == 0:
         bare.append(
@@ -290,12 +335,12 @@ def lustre_protection(
                 f"true to plan an unprotected layout: {'; '.join(bare)}; else {how}",
             )
         warnings += [f"Unprotected Lustre storage ({unprotected_field}): {b}." for b in bare]
-    return {"ost_groups": groups, "mdt_group": list(mdt_devices), "ost": ost, "mdt": mdt, "warnings": warnings}
+    return warnings
 
 
 def declared_protection(
-    section: Mapping[str, Any], field: str, what: str, *, kinds: Sequence[str] = ("hardware", "zfs", "md")
-) -> dict[str, Any]:
+    section: Mapping[str, object], field: str, what: str, *, kinds: Sequence[str] = ("hardware", "zfs", "md")
+) -> DeclaredProtection:
     """NFS exports and BeeGFS targets: the volume under their folders, as the inventory declares it.
 
     ``<field>.protection: {kind, level}`` (the site built the volume; the role creates folders on it)
@@ -318,12 +363,10 @@ def declared_protection(
             "warnings": [f"Unprotected {what} ({field}.allow_unprotected): one NVMe failure may lose its data."],
         }
     spec = protection_spec(raw, f"{field}.protection", kinds)
-    require(
-        spec["level"] is not None,
-        f"{field}.protection.level",
-        None,
-        f"the volume's level: one of {', '.join(DECLARED_LEVELS[spec['kind']])}",
-    )
+    if spec["level"] is None:
+        raise PlanError(
+            f"{field}.protection.level", None, f"the volume's level: one of {', '.join(DECLARED_LEVELS[spec['kind']])}"
+        )
     survives = SURVIVES[spec["level"]]
     warnings = []
     if survives == 0:
@@ -344,22 +387,28 @@ def declared_protection(
     }
 
 
-def summary(storage_type: str, items: Mapping[str, Mapping[str, Any]], warnings: list[str]) -> dict[str, Any]:
+def summary(storage_type: str, items: Mapping[str, ProtectionPart], warnings: list[str]) -> Protection:
     """plan.storage.protection: per part (ost, mdt, export, ...) its level and the failures it survives."""
     survives = min((int(i["survives"]) for i in items.values()), default=0)
     return {
         "type": storage_type,
-        "parts": {k: dict(v) for k, v in items.items()},
+        "parts": {k: v.copy() for k, v in items.items()},
         "survives_failures": survives,
         "one_failure_loses_data": survives < 1,
         "warnings": list(warnings),
     }
 
 
-def declared_summary(kind: str, section: Mapping[str, Any], what: str) -> dict[str, Any]:
+def declared_summary(kind: str, section: Mapping[str, object], what: str) -> Protection:
     """plan.storage.protection of an NFS or BeeGFS site: the volume the inventory declares."""
     part = declared_protection(section, f"gpucluster_storage.{kind}", what)
-    return summary(kind, {kind: part}, part.pop("warnings"))
+    volume: ProtectionPart = {
+        "kind": part["kind"],
+        "level": part["level"],
+        "survives": part["survives"],
+        "reason": part["reason"],
+    }
+    return summary(kind, {kind: volume}, part["warnings"])
 
 
 PROTECTION_INTRO = (
@@ -368,7 +417,7 @@ PROTECTION_INTRO = (
 )
 
 
-def protection_rows(protection: Mapping[str, Any]) -> list[list[str]]:
+def protection_rows(protection: Protection) -> list[list[str]]:
     """report.md's "Data protection" rows: per part its level, members, survivable failures, capacity."""
     rows = []
     capacity = protection.get("capacity") or {}

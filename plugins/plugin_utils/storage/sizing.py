@@ -12,8 +12,7 @@ Idle cost per day = GPUs x 24 h x $/GPU-hour x I/O-wait fraction (tiers.md corre
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import PCIE_X16_GBS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -23,6 +22,18 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     require,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.format_permission import host_devices
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import (
+    CapacityRow,
+    CardSlot,
+    Ceiling,
+    JsonValue,
+    LocalNvme,
+    ProtectionPart,
+    ServerCard,
+    ServerLinks,
+    ServerPort,
+    Sizing,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import shared_directories
 
 OVERRIDE_FLAG = "gpucluster_workload.allow_storage_below_need"
@@ -30,7 +41,7 @@ OVERRIDE_FLAG = "gpucluster_workload.allow_storage_below_need"
 
 def storage_sizing(
     *,
-    model_params_b: float,
+    model_params_b: float | None,
     bytes_per_param: float,
     interval_min: float,
     overlap_target: float,
@@ -40,7 +51,7 @@ def storage_sizing(
     gpu_hour_cost_usd: float,
     io_wait_fraction: float,
     field: str = "gpucluster_workload",
-) -> dict[str, Any]:
+) -> Sizing:
     params = check_range(model_params_b, f"{field}.model_params_b", 0.001, 100000, unit=" (billions)")
     bpp = check_range(bytes_per_param, f"{field}.checkpoint_bytes_per_param", 0.25, 32)
     interval = check_range(interval_min, f"{field}.checkpoint_interval_min", 1, 10080, unit=" min")
@@ -48,7 +59,7 @@ def storage_sizing(
     overlap = check_range(overlap_target, f"{field}.checkpoint_overlap_target", 0.001, 0.5)
     cost = check_range(gpu_hour_cost_usd, f"{field}.gpu_hour_cost_usd", 0, 1000)
     wait = check_range(io_wait_fraction, f"{field}.io_wait_fraction", 0, 1)
-    gpus = check_range(gpus, "gpus", 1, None, integer=True)
+    gpus = int(check_range(gpus, "gpus", 1, None, integer=True))
     ckpt_bytes = params * 1e9 * bpp
     interval_s = interval * 60
     required = ckpt_bytes / 1e9 / (overlap * interval_s)
@@ -82,7 +93,7 @@ def storage_sizing(
     }
 
 
-def storage_check(sizing: dict[str, Any], floor_gbps: float, override: bool) -> list[str]:
+def storage_check(sizing: Sizing, floor_gbps: float, override: bool) -> list[str]:
     """Why the plan must stop (empty when the storage keeps up, or the site overrode it)."""
     rate = sizing["rated_write_gbps"] or floor_gbps
     if sizing["required_write_gbps"] <= rate or override:
@@ -102,13 +113,13 @@ LOCAL_MOUNT_OPTIONS = "defaults,noatime"
 
 
 def local_raid_plan(
-    local: dict[str, Any],
-    paths: dict[str, str],
+    local: Mapping[str, object],
+    paths: Mapping[str, str],
     field: str = "gpucluster_storage.local_nvme",
     *,
     hosts: Sequence[str] = (),
     inventory_hosts: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> LocalNvme:
     """Devices, RAID0 array, file system and mount of local NVMe scratch; the commands the role runs.
 
     Nothing here decides whether a device may be erased: the block_device_guard module does, on the
@@ -117,30 +128,24 @@ def local_raid_plan(
     one of ``hosts`` (the storage hosts, which build the scratch array); the plan gives
     ``{host: [device, ...]}``.
     """
-    devices = local.get("devices")
-    ok = isinstance(devices, list) and bool(devices)
-    require(
-        ok and all(isinstance(d, str) and d.startswith("/dev/") for d in devices),
-        f"{field}.devices",
-        devices,
-        "a list of block devices (/dev/...)",
-    )
-    require(len(set(devices)) == len(devices), f"{field}.devices", devices, "each device listed once")
+    raw_devices = local.get("devices")
+    if not (isinstance(raw_devices, list) and raw_devices and all(_is_device(d) for d in raw_devices)):
+        raise PlanError(f"{field}.devices", raw_devices, "a list of block devices (/dev/...)")
+    devices = [str(d) for d in raw_devices]
+    require(len(set(devices)) == len(devices), f"{field}.devices", raw_devices, "each device listed once")
     raid = local.get("raid_device")
     if len(devices) > 1:
-        require(isinstance(raid, str) and raid.startswith("/dev/md"), f"{field}.raid_device", raid, "/dev/mdN")
+        if not (isinstance(raid, str) and raid.startswith("/dev/md")):
+            raise PlanError(f"{field}.raid_device", raid, "/dev/mdN")
     elif raid is not None:
         raise PlanError(f"{field}.raid_device", raid, "no array for a single device (leave raid_device out)")
     fs = check_choice(local.get("filesystem", "ext4"), f"{field}.filesystem", LOCAL_FILESYSTEMS)
     mount_point = local.get("mount_point")
-    require(
-        isinstance(mount_point, str) and mount_point.startswith("/") and mount_point != "/",
-        f"{field}.mount_point",
-        mount_point,
-        "an absolute path other than /",
-    )
+    if not (isinstance(mount_point, str) and mount_point.startswith("/") and mount_point != "/"):
+        raise PlanError(f"{field}.mount_point", mount_point, "an absolute path other than /")
     allow = local.get("allow_format", False)
-    require(isinstance(allow, bool), f"{field}.allow_format", allow, "true or false")
+    if not isinstance(allow, bool):
+        raise PlanError(f"{field}.allow_format", allow, "true or false")
     planned = [*devices, *([raid] if raid else [])]
     allowed = host_devices(
         local.get("allow_format_devices"),
@@ -150,7 +155,7 @@ def local_raid_plan(
         what=f"device of {field}.devices or its raid_device",
     )
     target = raid or devices[0]
-    create = None
+    create: list[str] | None = None
     if raid:
         create = ["mdadm", "--create", raid, "--run", "--metadata=1.2", "--level=0", f"--raid-devices={len(devices)}"]
         create += devices
@@ -171,6 +176,10 @@ def local_raid_plan(
     }
 
 
+def _is_device(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("/dev/")
+
+
 # --- What the storage servers' links carry: the ceiling of the storage floors (validation/floors.py) ---
 
 #: The inventory field that describes the storage servers' planned storage interfaces: line rate and the
@@ -178,7 +187,7 @@ def local_raid_plan(
 SERVER_NICS_FIELD = "gpucluster_storage.server_nics"
 #: A planned interface the inventory does not describe: one 100 Gb/s port on a card of its own, PCIe Gen5 x16
 #: (a policy default, as NFS's one 100 Gb/s port was: 12.5 GB/s; the report marks it "default").
-DEFAULT_PORT = {"rate_gbps": 100.0, "pcie_gen": 5, "pcie_lanes": 16}
+DEFAULT_PORT_RATE_GBPS, DEFAULT_PORT_PCIE_GEN, DEFAULT_PORT_PCIE_LANES = 100.0, 5, 16
 #: PCIe link widths a card can train at (PCI-SIG; x16 is the widest slot, docs/sources.md [S18] table)
 PCIE_LANES = (1, 2, 4, 8, 16)
 #: An NVMe drive's link: four PCIe lanes (U.2/E1.S/M.2 NVMe; tiers.md tier1 "4x Gen4" drives give 14-28 GB/s,
@@ -200,7 +209,7 @@ def pcie_gbs(gen: int, lanes: int) -> float:
     return PCIE_X16_GBS[gen] * lanes / 16
 
 
-def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVER_NICS_FIELD) -> dict[str, Any]:
+def server_links(server_nics: object, interfaces: Sequence[str], field: str = SERVER_NICS_FIELD) -> ServerLinks:
     """What ONE data server's planned storage interfaces carry, GB/s per direction (GB = 1e9 B).
 
     ``interfaces``: the interfaces the plan gives the server on the storage network (only those count: a port the
@@ -208,37 +217,60 @@ def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVE
     pcie_gen, pcie_lanes}}``; ports whose ``pci_bus`` differ only in the function (``0000:41:00.0`` and ``.1``)
     are one card and share its slot. Per card: min(its ports' line rates, its PCIe slot); the server: the sum."""
     raw = {} if server_nics is None else server_nics
-    require(isinstance(raw, dict), field, raw, "a mapping {interface: {rate_gbps, pci_bus, pcie_gen, pcie_lanes}}")
-    ports: list[dict[str, Any]] = []
-    for name in interfaces:
-        entry = raw.get(name)
-        f = f"{field}.{name}"
-        if entry is None:
-            ports.append({"interface": name, **DEFAULT_PORT, "card": f"{name} (own card)", "default": True})
-            continue
-        require(isinstance(entry, dict), f, entry, "a mapping {rate_gbps, pci_bus, pcie_gen, pcie_lanes}")
-        rate = check_range(entry.get("rate_gbps"), f"{f}.rate_gbps", 1, 3200, unit=" Gb/s")
-        bus = entry.get("pci_bus")
-        require(
-            isinstance(bus, str) and bool(_PCI.match(bus)),
+    if not isinstance(raw, dict):
+        raise PlanError(field, raw, "a mapping {interface: {rate_gbps, pci_bus, pcie_gen, pcie_lanes}}")
+    ports = [_port(name, raw.get(name), f"{field}.{name}") for name in interfaces]
+    out_cards = _cards(ports, field)
+    return {
+        "ports": ports,
+        "cards": out_cards,
+        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
+        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
+        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
+        "default": any(p["default"] for p in ports),
+        "not_planned": sorted(set(raw) - set(interfaces)),
+    }
+
+
+def _port(name: str, entry: object, f: str) -> ServerPort:
+    """One planned interface of gpucluster_storage.server_nics (``f``: its field), or the default port."""
+    if entry is None:
+        return {
+            "interface": name,
+            "rate_gbps": DEFAULT_PORT_RATE_GBPS,
+            "pcie_gen": DEFAULT_PORT_PCIE_GEN,
+            "pcie_lanes": DEFAULT_PORT_PCIE_LANES,
+            "card": f"{name} (own card)",
+            "default": True,
+        }
+    if not isinstance(entry, dict):
+        raise PlanError(f, entry, "a mapping {rate_gbps, pci_bus, pcie_gen, pcie_lanes}")
+    rate = check_range(entry.get("rate_gbps"), f"{f}.rate_gbps", 1, 3200, unit=" Gb/s")
+    bus = entry.get("pci_bus")
+    if not (isinstance(bus, str) and _PCI.match(bus)):
+        raise PlanError(
             f"{f}.pci_bus",
             bus,
             "the port's PCI address DDDD:BB:DD.F (lspci -D); ports of one card differ in F only",
         )
-        gen = int(check_range(entry.get("pcie_gen"), f"{f}.pcie_gen", 3, 6, integer=True))
-        lanes = entry.get("pcie_lanes", 16)
-        require(lanes in PCIE_LANES and not isinstance(lanes, bool), f"{f}.pcie_lanes", lanes, "1, 2, 4, 8 or 16")
-        ports.append(
-            {
-                "interface": name,
-                "rate_gbps": rate,
-                "pcie_gen": gen,
-                "pcie_lanes": lanes,
-                "card": bus[:-2].lower(),
-                "default": False,
-            }
-        )
-    cards: dict[str, dict[str, Any]] = {}
+    gen = int(check_range(entry.get("pcie_gen"), f"{f}.pcie_gen", 3, 6, integer=True))
+    lanes = entry.get("pcie_lanes", 16)
+    if not (isinstance(lanes, int) and lanes in PCIE_LANES and not isinstance(lanes, bool)):
+        raise PlanError(f"{f}.pcie_lanes", lanes, "1, 2, 4, 8 or 16")
+    return {
+        "interface": name,
+        "rate_gbps": rate,
+        "pcie_gen": gen,
+        "pcie_lanes": lanes,
+        "card": bus[:-2].lower(),
+        "default": False,
+    }
+
+
+def _cards(ports: list[ServerPort], field: str) -> list[ServerCard]:
+    """The cards the ports sit on (ports of one card share its slot): per card min(its ports' line rates, its
+    PCIe slot), GB/s."""
+    cards: dict[str, CardSlot] = {}
     for port in ports:
         card = cards.setdefault(
             port["card"],
@@ -252,14 +284,17 @@ def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVE
                 "one card, one slot",
             )
         card["ports"].append(port["interface"])
-    out_cards = []
+    out_cards: list[ServerCard] = []
     for card in cards.values():
         line = sum(p["rate_gbps"] for p in ports if p["card"] == card["card"]) / 8
         slot = pcie_gbs(card["pcie_gen"], card["pcie_lanes"])
         rates = [p["rate_gbps"] for p in ports if p["card"] == card["card"]]
         out_cards.append(
             {
-                **card,
+                "card": card["card"],
+                "pcie_gen": card["pcie_gen"],
+                "pcie_lanes": card["pcie_lanes"],
+                "ports": card["ports"],
                 "line_gbs": round(line, 3),
                 "pcie_gbs": round(slot, 3),
                 "gbs": round(min(line, slot), 3),
@@ -268,26 +303,18 @@ def server_links(server_nics: Any, interfaces: Sequence[str], field: str = SERVE
                 + (": the slot caps it" if slot < line else ""),
             }
         )
-    return {
-        "ports": ports,
-        "cards": out_cards,
-        "line_gbs": round(sum(p["rate_gbps"] for p in ports) / 8, 3),
-        "pcie_gbs": round(sum(c["pcie_gbs"] for c in out_cards), 3),
-        "gbs": round(sum(c["gbs"] for c in out_cards), 3),
-        "default": any(p["default"] for p in ports),
-        "not_planned": sorted(set(raw) - set(interfaces)),
-    }
+    return out_cards
 
 
 def storage_ceiling(
     *,
     storage_type: str,
     servers: Sequence[str],
-    links: dict[str, Any],
+    links: ServerLinks,
     clients: int,
     client_link_gbps: float | None,
     interfaces_field: str = "gpucluster_storage.server_interfaces",
-) -> dict[str, Any]:
+) -> Ceiling:
     """The aggregate ceiling of a networked storage type, GB/s: the sum over its data servers (DATA_SERVERS) of
     what each one's planned storage interfaces carry (``links``, server_links), and at most what the clients'
     own links on the storage network take at once (``client_link_gbps``: one client's, Gb/s; None: unknown).
@@ -300,8 +327,8 @@ def storage_ceiling(
         f"{n} {one if n == 1 else many} (groups.{group}) x {links['gbs']:g} GB/s = {total:g} GB/s; each: "
         f"{cards} ({SERVER_NICS_FIELD}{', default: describe the real ports' if links['default'] else ''})"
     )
-    value = {p["interface"]: f"{p['rate_gbps']:g} Gb/s on {p['card']}" for p in links["ports"]}
-    ceiling = {
+    value: dict[str, JsonValue] = {p["interface"]: f"{p['rate_gbps']:g} Gb/s on {p['card']}" for p in links["ports"]}
+    ceiling: Ceiling = {
         "gbs": total,
         "link": server_text,
         "field": SERVER_NICS_FIELD,
@@ -331,7 +358,7 @@ def storage_ceiling(
     return ceiling
 
 
-def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.local_nvme.devices") -> dict[str, Any]:
+def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.local_nvme.devices") -> Ceiling:
     """Local NVMe (each node its own): the drives' links, ``devices`` x PCIe x4 at the node's generation (an upper
     bound: a drive of an older generation trains lower)."""
     per = pcie_gbs(pcie_gen, NVME_DRIVE_LANES)
@@ -350,7 +377,7 @@ def local_ceiling(devices: int, pcie_gen: int, field: str = "gpucluster_storage.
     }
 
 
-def protected_capacity(parts: dict[str, dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+def protected_capacity(parts: Mapping[str, ProtectionPart], counts: Mapping[str, int]) -> dict[str, CapacityRow]:
     """Raw and usable capacity of the protected storage, in devices' worth (issue 38, storage/raid.py).
 
     ``parts``: plan.storage.protection's parts (``{ost: {members, usable_devices, level}, ...}``);
@@ -358,7 +385,7 @@ def protected_capacity(parts: dict[str, dict[str, Any]], counts: dict[str, int])
     RAID-6 (n-2) x device, RAID-10 n/2, RAID-1 one device, a raw device itself (md(4)); a declared
     volume (hardware, zfs) counts as the one device it is. Multiply by the device size for bytes.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, CapacityRow] = {}
     for name, part in parts.items():
         members = int(part.get("members") or 1)
         usable = float(part.get("usable_devices") or members)

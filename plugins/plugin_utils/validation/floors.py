@@ -25,10 +25,15 @@ any other floor the engine computed (or took from a tier or a published threshol
 
 from __future__ import annotations
 
-from typing import Any
-
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TierProfile
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.model import Ceiling, StorageCeilings
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import (
+    FloorCeilings,
+    Floors,
+    IntraNode,
+    LinkCeiling,
+)
 
 GATE_MESSAGE_BYTES = 8 * 2**30
 
@@ -67,15 +72,15 @@ def _gbs(value: float) -> float:
 
 def link_ceilings(
     *,
-    intra_node: dict[str, Any] | None,
+    intra_node: IntraNode | None,
     gpus_per_node: int,
     fabric_type: str,
     compute_nics_per_node: int,
     link_rate_gbps: float | None,
-) -> dict[str, dict[str, Any]]:
+) -> FloorCeilings:
     """Line-rate ceilings (GB/s; ib_write_bw in Gb/s) of the all_reduce and NIC floors, each with the link
     that sets it. Keys as the floors'; a floor with no known link has no entry."""
-    out: dict[str, dict[str, Any]] = {}
+    out: FloorCeilings = {}
     if not intra_node:
         return out
     kind, pcie = intra_node["kind"], float(intra_node["pcie_gbs_per_direction"])
@@ -85,7 +90,7 @@ def link_ceilings(
         link = float(intra_node["link_gbs_per_direction"])
         if (intra_node.get("nvlink_gen") or 0) >= NVLS_MIN_NVLINK_GEN and gpn > 1:
             factor = busbw_factor("all_reduce", gpn)
-            intra = {
+            intra: LinkCeiling = {
                 "gbs": _gbs(link * factor),
                 "link": f"NVLink{intra_node['nvlink_gen']} {link:g} GB/s per direction x {factor:g} (2(n-1)/n, "
                 f"n={gpn}): NVLS reduces in the switch, each GPU's link carries its data once each way "
@@ -93,7 +98,7 @@ def link_ceilings(
             }
         else:
             intra = {"gbs": _gbs(link), "link": f"NVLink{intra_node['nvlink_gen']} {link:g} GB/s per direction"}
-        gpu_link = None
+        gpu_link: LinkCeiling | None = None
     elif kind == "nvlink_bridge" and gpn <= int(intra_node["domain_gpus"]):
         link = float(intra_node["link_gbs_per_direction"])
         intra = {"gbs": _gbs(link), "link": f"NVLink bridge {link:g} GB/s per direction"}
@@ -111,7 +116,7 @@ def link_ceilings(
             + (f", each capped by its {pcie_text}" if per_nic < link_rate_gbps else "")
             + f" = {nics:g} GB/s"
         )
-        inter = {"gbs": _gbs(nics), "link": nic_text}
+        inter: LinkCeiling = {"gbs": _gbs(nics), "link": nic_text}
         if gpu_link is not None and gpu_link["gbs"] < nics:
             inter = {"gbs": gpu_link["gbs"], "link": f"{gpu_link['link']} (below the node's {nic_text})"}
         out["allreduce_inter_node_busbw_gbs"] = inter
@@ -124,10 +129,10 @@ def link_ceilings(
 
 
 def _capped(
-    key: str, floor: float | None, ceilings: dict[str, dict[str, Any]], how: dict[str, str], unit: str = "GB/s"
+    key: str, floor: float | None, ceiling: LinkCeiling | None, how: dict[str, str], unit: str = "GB/s"
 ) -> float | None:
-    """A computed floor within its ceiling: above it, LINK_EFFICIENCY x the ceiling, and ``how`` says why."""
-    ceiling = ceilings.get(key)
+    """A computed floor within its ``ceiling``: above it, LINK_EFFICIENCY x the ceiling, and ``how[key]`` says
+    why."""
     if floor is None or ceiling is None or floor <= ceiling["gbs"]:
         return floor
     top = _gbs(LINK_EFFICIENCY * ceiling["gbs"])
@@ -138,7 +143,7 @@ def _capped(
     return top
 
 
-def storage_floor_within(tier: TierProfile, rw: str, ceiling: dict[str, Any] | None) -> float:
+def storage_floor_within(tier: TierProfile, rw: str, ceiling: Ceiling | None) -> float:
     """The tier's storage floor (``rw``: read or write), refused above what the storage carries.
 
     One design for every storage type: a storage floor is never lowered to fit, it is a PlanError naming the
@@ -169,36 +174,17 @@ def busbw_factor(op: str, ranks: int) -> float:
     raise ValueError(f"unknown collective {op!r}")
 
 
-def validation_floors(
-    *,
-    tier: TierProfile,
+def _intra_floor(
     gpu_model: str,
-    fabric_type: str,
-    compute_nics_per_node: int,
-    link_rate_gbps: float | None,
-    nodes: int,
-    intra_node: dict[str, Any] | None = None,
-    intra_floor_gbs: float | None = None,
-    gpus_per_node: int = 8,
-    storage_ceilings: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The floors; ``intra_node`` (compute/interconnect.py) says what the in-node links are,
-    ``intra_floor_gbs`` is the site's own (gpucluster_node.allreduce_intra_node_busbw_gbs),
-    ``storage_ceilings`` the storage links' {read_gbps, write_gbps: {gbs, link, field, value}} (storage/sizing.py).
-    ``ceilings``: each floor's link ceiling; a floor the site set above it is a PlanError."""
-    reasons: dict[str, str] = {}  # why a floor is missing
-    how: dict[str, str] = {}  # how a floor was reached, where the link ceiling shaped it
-    ceilings = link_ceilings(
-        intra_node=intra_node,
-        gpus_per_node=gpus_per_node,
-        fabric_type=fabric_type,
-        compute_nics_per_node=compute_nics_per_node,
-        link_rate_gbps=link_rate_gbps,
-    )
-    for rw in ("read", "write"):
-        if storage_ceilings and storage_ceilings.get(f"{rw}_gbps"):
-            ceilings[f"storage_{rw}_gbps"] = storage_ceilings[f"{rw}_gbps"]
-    intra = INTRA_NODE_ALLREDUCE_GBS.get(gpu_model)
+    intra_floor_gbs: float | None,
+    intra_node: IntraNode | None,
+    ceilings: FloorCeilings,
+    reasons: dict[str, str],
+    how: dict[str, str],
+) -> tuple[float | None, str | None]:
+    """The single-node all_reduce floor and its source: the site's own (refused above its ceiling), else the
+    GPU's sourced threshold within its ceiling; none (``reasons`` says why) where neither exists."""
+    intra: float | None = INTRA_NODE_ALLREDUCE_GBS.get(gpu_model)
     intra_source = INTRA_NODE_SOURCE.get(gpu_model)
     if intra_floor_gbs is not None:
         intra = check_range(intra_floor_gbs, INTRA_NODE_FLOOR_FIELD, 1, 100000, unit=" GB/s")
@@ -220,7 +206,43 @@ def validation_floors(
                 f"and set {INTRA_NODE_FLOOR_FIELD}"
             )
     else:
-        intra = _capped("allreduce_intra_node_busbw_gbs", intra, ceilings, how)
+        intra = _capped("allreduce_intra_node_busbw_gbs", intra, ceilings.get("allreduce_intra_node_busbw_gbs"), how)
+    return intra, intra_source
+
+
+def validation_floors(
+    *,
+    tier: TierProfile,
+    gpu_model: str,
+    fabric_type: str,
+    compute_nics_per_node: int,
+    link_rate_gbps: float | None,
+    nodes: int,
+    intra_node: IntraNode | None = None,
+    intra_floor_gbs: float | None = None,
+    gpus_per_node: int = 8,
+    storage_ceilings: StorageCeilings | None = None,
+) -> Floors:
+    """The floors; ``intra_node`` (compute/interconnect.py) says what the in-node links are,
+    ``intra_floor_gbs`` is the site's own (gpucluster_node.allreduce_intra_node_busbw_gbs),
+    ``storage_ceilings`` the storage links' {read_gbps, write_gbps: {gbs, link, field, value}} (storage/sizing.py).
+    ``ceilings``: each floor's link ceiling; a floor the site set above it is a PlanError."""
+    reasons: dict[str, str] = {}  # why a floor is missing
+    how: dict[str, str] = {}  # how a floor was reached, where the link ceiling shaped it
+    ceilings = link_ceilings(
+        intra_node=intra_node,
+        gpus_per_node=gpus_per_node,
+        fabric_type=fabric_type,
+        compute_nics_per_node=compute_nics_per_node,
+        link_rate_gbps=link_rate_gbps,
+    )
+    read_ceiling = storage_ceilings.get("read_gbps") if storage_ceilings else None
+    write_ceiling = storage_ceilings.get("write_gbps") if storage_ceilings else None
+    if read_ceiling:
+        ceilings["storage_read_gbps"] = read_ceiling
+    if write_ceiling:
+        ceilings["storage_write_gbps"] = write_ceiling
+    intra, intra_source = _intra_floor(gpu_model, intra_floor_gbs, intra_node, ceilings, reasons, how)
     inter = None
     nic = None
     if nodes < 2:
@@ -241,13 +263,14 @@ def validation_floors(
             else:
                 inter = _gbs(INTER_NODE_EFFICIENCY * compute_nics_per_node * link_rate_gbps / 8)
         sourced = NIC_FLOOR.get(gpu_model)
-        nic_rate = float(ceilings.get("nic_write_bw_gbps", {}).get("gbs", link_rate_gbps))
+        nic_ceiling = ceilings.get("nic_write_bw_gbps")
+        nic_rate = float(nic_ceiling["gbs"] if nic_ceiling is not None else link_rate_gbps)
         if sourced and sourced[1] == link_rate_gbps:
-            nic = _capped("nic_write_bw_gbps", sourced[0], ceilings, how, "Gb/s")
+            nic = _capped("nic_write_bw_gbps", sourced[0], nic_ceiling, how, "Gb/s")
         else:
             nic = _gbs(NIC_GENERIC_EFFICIENCY * nic_rate)
-    storage_read = storage_floor_within(tier, "read", ceilings.get("storage_read_gbps"))
-    storage_write = storage_floor_within(tier, "write", ceilings.get("storage_write_gbps"))
+    storage_read = storage_floor_within(tier, "read", read_ceiling or None)
+    storage_write = storage_floor_within(tier, "write", write_ceiling or None)
     return {
         "gate_message_bytes": GATE_MESSAGE_BYTES,
         "allreduce_intra_node_busbw_gbs": intra,

@@ -10,14 +10,18 @@ unit, status: pass|fail|skipped, reason, drain}`` (pure; :mod:`acceptance` runs 
 - ib_write_lat is gated on the smallest message's typical (median) latency, against a ceiling
   (:data:`IB_LAT_CEILING_US`); the port error sweep on each planned HCA port's perfquery counters
   against :data:`PORT_ERROR_THRESHOLDS`. Both thresholds live here, with their sources.
+
+A ``run`` is what Ansible registered for one command on one host (``rc``, ``stdout``, ``stderr``, ``skipped``,
+``msg``, ...): raw data sent back by the hosts, read as a mapping once :func:`_outcome` found it gateable.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import parsers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import Check, FioJob, IbPair
 
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
 
@@ -58,7 +62,7 @@ PORT_ERROR_SOURCE = "infiniband-diags error_thresholds"
 # ---------------------------------------------------------------- results in
 
 
-def loop_results(registered: Any, key: str) -> dict[str, Any]:
+def loop_results(registered: object, key: str) -> Mapping[str, object]:
     """An Ansible loop registration ({results: [{item: {...}, ...}]}) as {str(item[key]): result}.
 
     A plain mapping of name -> result is returned unchanged.
@@ -66,7 +70,7 @@ def loop_results(registered: Any, key: str) -> dict[str, Any]:
     if not isinstance(registered, dict):
         return {}
     if isinstance(registered.get("results"), list):
-        out = {}
+        out: dict[str, object] = {}
         for r in registered["results"]:
             item = r.get("item") if isinstance(r, dict) else None
             if isinstance(item, dict) and key in item:
@@ -75,11 +79,11 @@ def loop_results(registered: Any, key: str) -> dict[str, Any]:
     return registered
 
 
-def tool_installed(entry: dict[str, Any], tool: str) -> bool:
+def tool_installed(entry: Mapping[str, object], tool: str) -> bool:
     tools = entry.get("tools") or {}
     if isinstance(tools, list):
         return tool in tools
-    return bool(tools.get(tool))
+    return isinstance(tools, dict) and bool(tools.get(tool))
 
 
 def _tail(text: str, n: int = 160) -> str:
@@ -87,7 +91,18 @@ def _tail(text: str, n: int = 160) -> str:
     return lines[-1][:n] if lines else ""
 
 
-def _outcome(run: Any, installed: bool, tool: str) -> tuple[str | None, str]:
+def _result(run: object) -> Mapping[str, object]:
+    """A registered result as a mapping ({} for anything else: :func:`_outcome` fails that)."""
+    return run if isinstance(run, dict) else {}
+
+
+def _text(result: Mapping[str, object], key: str) -> str:
+    """A text field of a registered result (stdout, stderr); "" where it is missing."""
+    value = result.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _outcome(run: object, installed: bool, tool: str) -> tuple[str | None, str]:
     """(status, reason) when a run cannot be gated; (None, "") when its stdout should be parsed."""
     if not installed:
         return SKIPPED, f"not installed: {tool}"
@@ -108,13 +123,13 @@ def _outcome(run: Any, installed: bool, tool: str) -> tuple[str | None, str]:
 def make_check(
     name: str,
     nodes: list[str],
-    measured: Any,
-    floor: Any,
+    measured: float | str | None,
+    floor: float | str | None,
     unit: str,
     status: str,
     reason: str,
     drain: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Check:
     return {
         "name": name,
         "nodes": nodes,
@@ -148,7 +163,7 @@ def _size(n: int) -> str:
 def gate_all_reduce(
     name: str,
     nodes: list[str],
-    run: Any,
+    run: object,
     *,
     installed: bool,
     floor: float | None,
@@ -156,16 +171,17 @@ def gate_all_reduce(
     gate_bytes: int = GATE_MESSAGE_BYTES,
     expected_ranks: int | None = None,
     drain: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Check:
     """all_reduce busbw on the large-message rows against ``floor`` (GB/s); #wrong fails."""
     status, reason = _outcome(run, installed, "all_reduce_perf")
+    res = _result(run)
     if status:
         return make_check(name, nodes, None, floor, "GB/s", status, reason, drain)
     try:
-        parsed = parsers.parse_all_reduce(run.get("stdout", ""))
+        parsed = parsers.parse_all_reduce(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        detail = _tail(run.get("stderr", "")) or str(exc)
-        return make_check(name, nodes, None, floor, "GB/s", FAIL, f"rc {run.get('rc')}: {detail}", drain)
+        detail = _tail(_text(res, "stderr")) or str(exc)
+        return make_check(name, nodes, None, floor, "GB/s", FAIL, f"rc {res.get('rc')}: {detail}", drain)
     rows = parsers.gate_rows(parsed, gate_bytes)
     if not rows:
         why = "; ".join(parsed["errors"][:2]) or "no result rows"
@@ -183,8 +199,8 @@ def gate_all_reduce(
         problems.append(f"out of bounds values {parsed['out_of_bounds']}")
     if expected_ranks and parsed["ranks"] and parsed["ranks"] != expected_ranks:
         problems.append(f"{parsed['ranks']} ranks, expected {expected_ranks} (nccl-tests built without MPI?)")
-    if run.get("rc") not in (0, None):
-        problems.append(f"rc {run.get('rc')}")
+    if res.get("rc") not in (0, None):
+        problems.append(f"rc {res.get('rc')}")
     status, why = _compare(measured, floor, no_floor)
     if problems:
         status, why = FAIL, "; ".join(problems + ([why] if why and status == FAIL else []))
@@ -194,43 +210,45 @@ def gate_all_reduce(
     return make_check(name, nodes, measured, floor, "GB/s", status, reason, drain)
 
 
-def gate_ib_write_bw(pair: dict[str, Any], run: Any, *, installed: bool, floor: float | None, no_floor: str) -> dict:
+def gate_ib_write_bw(pair: IbPair, run: object, *, installed: bool, floor: float | None, no_floor: str) -> Check:
     """ib_write_bw average Gb/s of one rail pair against the per-NIC floor."""
     name = f"ib_write_bw_rail{pair['rail']}"
     nodes = [pair["client"], pair["server"]]
     drain = list(nodes)
     status, reason = _outcome(run, installed, "ib_write_bw")
+    res = _result(run)
     label = f"{pair['client']}:{pair['client_hca']} -> {pair['server']}:{pair['server_hca']}"
     if status:
         return make_check(name, nodes, None, floor, "Gb/s", status, f"{reason} ({label})", drain)
     try:
-        parsed = parsers.parse_ib_write_bw(run.get("stdout", ""))
+        parsed = parsers.parse_ib_write_bw(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        detail = _tail(run.get("stderr", "")) or str(exc)
-        return make_check(name, nodes, None, floor, "Gb/s", FAIL, f"rc {run.get('rc')}: {detail} ({label})", drain)
+        detail = _tail(_text(res, "stderr")) or str(exc)
+        return make_check(name, nodes, None, floor, "Gb/s", FAIL, f"rc {res.get('rc')}: {detail} ({label})", drain)
     measured = parsed["bw_avg_gbps"]
     status, why = _compare(measured, floor, no_floor)
-    if run.get("rc") not in (0, None):
-        status, why = FAIL, f"rc {run.get('rc')}" + (f"; {why}" if why else "")
+    if res.get("rc") not in (0, None):
+        status, why = FAIL, f"rc {res.get('rc')}" + (f"; {why}" if why else "")
     basis = f"BW average at {_size(parsed['msg_bytes'])}, {label}"
     return make_check(name, nodes, measured, floor, "Gb/s", status, f"{why}; {basis}" if why else basis, drain)
 
 
 def gate_ib_write_lat(
-    pair: dict[str, Any], run: Any, *, installed: bool, ceiling: float | None = IB_LAT_CEILING_US
-) -> dict[str, Any]:
+    pair: IbPair, run: object, *, installed: bool, ceiling: float | None = IB_LAT_CEILING_US
+) -> Check:
     """ib_write_lat of one rail pair: the smallest message's t_typical (usec) at or below ``ceiling``."""
     name = f"ib_write_lat_rail{pair['rail']}"
     nodes = [pair["client"], pair["server"]]
     label = f"{pair['client']}:{pair['client_hca']} -> {pair['server']}:{pair['server_hca']}"
     status, reason = _outcome(run, installed, "ib_write_lat")
+    res = _result(run)
     if status:
         return make_check(name, nodes, None, ceiling, "us", status, f"{reason} ({label})", nodes)
     try:
-        parsed = parsers.parse_ib_lat(run.get("stdout", ""))
+        parsed = parsers.parse_ib_lat(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        detail = _tail(run.get("stderr", "")) or str(exc)
-        return make_check(name, nodes, None, ceiling, "us", FAIL, f"rc {run.get('rc')}: {detail} ({label})", nodes)
+        detail = _tail(_text(res, "stderr")) or str(exc)
+        return make_check(name, nodes, None, ceiling, "us", FAIL, f"rc {res.get('rc')}: {detail} ({label})", nodes)
     measured = parsed["typical_us"]
     if ceiling is None:
         status, why = SKIPPED, "no ceiling"
@@ -238,8 +256,8 @@ def gate_ib_write_lat(
         status, why = PASS, ""
     else:
         status, why = FAIL, f"{measured:g} > {ceiling:g}"
-    if run.get("rc") not in (0, None):
-        status, why = FAIL, f"rc {run.get('rc')}" + (f"; {why}" if why else "")
+    if res.get("rc") not in (0, None):
+        status, why = FAIL, f"rc {res.get('rc')}" + (f"; {why}" if why else "")
     tail = f", 99% {parsed['p99_us']:g} us" if parsed["p99_us"] is not None else ""
     basis = f"typical at {parsed['msg_bytes']} B{tail}, max {parsed['max_us']:g} us, {label}"
     return make_check(name, nodes, measured, ceiling, "us", status, f"{why}; {basis}" if why else basis, nodes)
@@ -252,20 +270,21 @@ def over_thresholds(counters: dict[str, int], thresholds: dict[str, int] | None 
 
 
 def gate_port_errors(
-    host: str, hca: str, port: int, run: Any, *, installed: bool, thresholds: dict[str, int] | None = None
-) -> dict[str, Any]:
+    host: str, hca: str, port: int, run: object, *, installed: bool, thresholds: dict[str, int] | None = None
+) -> Check:
     """perfquery on one planned HCA port: fail when an error counter is above its threshold."""
     limits = PORT_ERROR_THRESHOLDS if thresholds is None else thresholds
     name = f"port_errors_{hca}"
     floor = PORT_ERROR_SOURCE
     status, reason = _outcome(run, installed, "perfquery")
+    res = _result(run)
     if status:
         return make_check(name, [host], None, floor, "", status, f"{reason} ({hca} port {port})", [host])
     try:
-        parsed = parsers.parse_perfquery(run.get("stdout", ""))
+        parsed = parsers.parse_perfquery(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        detail = _tail(run.get("stderr", "")) or str(exc)
-        return make_check(name, [host], None, floor, "", FAIL, f"rc {run.get('rc')}: {detail} ({hca})", [host])
+        detail = _tail(_text(res, "stderr")) or str(exc)
+        return make_check(name, [host], None, floor, "", FAIL, f"rc {res.get('rc')}: {detail} ({hca})", [host])
     missing = sorted(set(limits) - set(parsed["counters"]))
     if missing:
         why = f"no {', '.join(missing)} in the output" + (" (extended counters only)" if parsed["extended"] else "")
@@ -279,26 +298,27 @@ def gate_port_errors(
     return make_check(name, [host], measured, floor, "", PASS, where, [host])
 
 
-def _fio_measure(run: Any, installed: bool, rw: str) -> tuple[float | None, str | None, str]:
+def _fio_measure(run: object, installed: bool, rw: str) -> tuple[float | None, str | None, str]:
     status, reason = _outcome(run, installed, "fio")
+    res = _result(run)
     if status:
         return None, status, reason
     try:
-        parsed = parsers.parse_fio_json(run.get("stdout", ""))
+        parsed = parsers.parse_fio_json(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        return None, FAIL, f"rc {run.get('rc')}: {_tail(run.get('stderr', '')) or exc}"
-    if parsed["errors"] or run.get("rc") not in (0, None):
-        return None, FAIL, "; ".join(parsed["errors"]) or f"rc {run.get('rc')}: {_tail(run.get('stderr', ''))}"
-    return parsed[f"{rw}_gbps"], None, ""
+        return None, FAIL, f"rc {res.get('rc')}: {_tail(_text(res, 'stderr')) or exc}"
+    if parsed["errors"] or res.get("rc") not in (0, None):
+        return None, FAIL, "; ".join(parsed["errors"]) or f"rc {res.get('rc')}: {_tail(_text(res, 'stderr'))}"
+    return (parsed["write_gbps"] if rw == "write" else parsed["read_gbps"]), None, ""
 
 
 def gate_fio(
-    target: dict[str, Any],
+    target: FioJob,
     rw: str,
-    runs: dict[str, tuple[Any, bool]],
+    runs: dict[str, tuple[object, bool]],
     *,
     floor: float | None,
-) -> list[dict[str, Any]]:
+) -> list[Check]:
     """fio sequential ``rw`` GB/s; ``runs``: host -> (run, installed). Shared: one sum over hosts; local: per node."""
     name = f"fio_{rw}_{target['name']}"
     no_floor = "local scratch is not gated (the tier's storage floors apply to the checkpoint path)"
@@ -307,8 +327,8 @@ def gate_fio(
     if target["scope"] == "local":
         out = []
         for host, (value, status, reason) in results.items():
-            if status:
-                out.append(make_check(name, [host], None, floor, "GB/s", status, reason, [host]))
+            if status or value is None:  # _fio_measure gives a value exactly when it gives no status
+                out.append(make_check(name, [host], None, floor, "GB/s", status or FAIL, reason, [host]))
                 continue
             st, why = _compare(value, floor, no_floor)
             out.append(make_check(name, [host], value, floor, "GB/s", st, why or target["path"], [host]))
@@ -328,17 +348,18 @@ def gate_fio(
     return [make_check(name, hosts, total, floor, "GB/s", st, f"{why}; {basis}" if why else basis)]
 
 
-def gate_dcgm(host: str, run: Any, *, installed: bool, level: int | None = None) -> dict[str, Any]:
+def gate_dcgm(host: str, run: object, *, installed: bool, level: int | None = None) -> Check:
     """dcgmi diag: any test with status Fail fails the node; Warn is reported, not failed."""
     name = "dcgm_diag" + (f"_r{level}" if level else "")
     status, reason = _outcome(run, installed, "dcgmi")
+    res = _result(run)
     if status:
         return make_check(name, [host], None, "all tests pass", "", status, reason, [host])
     try:
-        parsed = parsers.parse_dcgm_diag(run.get("stdout", ""))
+        parsed = parsers.parse_dcgm_diag(_text(res, "stdout"))
     except parsers.ParseError as exc:
-        detail = _tail(run.get("stderr", "")) or _tail(run.get("stdout", "")) or str(exc)
-        return make_check(name, [host], None, "all tests pass", "", FAIL, f"rc {run.get('rc')}: {detail}", [host])
+        detail = _tail(_text(res, "stderr")) or _tail(_text(res, "stdout")) or str(exc)
+        return make_check(name, [host], None, "all tests pass", "", FAIL, f"rc {res.get('rc')}: {detail}", [host])
     tests = parsed["tests"]
     failed = [t for t in tests if t["status"] == "fail"]
     warned = [t for t in tests if t["status"] == "warn"]
@@ -349,7 +370,8 @@ def gate_dcgm(host: str, run: Any, *, installed: bool, level: int | None = None)
         return make_check(name, [host], measured, "all tests pass", "", FAIL, parsed["runtime_error"], [host])
     if failed:
         why = ", ".join(
-            t["name"] + (f" (GPU {','.join(t['failed_entities'])})" if t["failed_entities"] else "") for t in failed
+            str(t["name"]) + (f" (GPU {','.join(t['failed_entities'])})" if t["failed_entities"] else "")
+            for t in failed
         )
         return make_check(
             name, [host], measured, "all tests pass", "", FAIL, "; ".join([f"failed: {why}", *notes]), [host]

@@ -33,6 +33,19 @@ import json
 import re
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import (
+    AllReduceResult,
+    AllReduceRow,
+    DcgmResult,
+    DcgmTest,
+    FioResult,
+    IbBwRow,
+    IbLatResult,
+    IbWriteBwResult,
+    LatRow,
+    PerfqueryResult,
+)
+
 GB = 1e9
 PERFTEST_MB = 2**20  # perftest "MB/sec" is MiB/s (format_factor 0x100000)
 
@@ -60,9 +73,9 @@ def _wrong(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def parse_all_reduce(text: str) -> dict[str, Any]:
+def parse_all_reduce(text: str) -> AllReduceResult:
     """The all_reduce_perf table: rows, ``# Avg bus bandwidth``, out-of-bounds count, ranks, errors."""
-    rows: list[dict[str, Any]] = []
+    rows: list[AllReduceRow] = []
     avg = None
     oob = None
     ranks: dict[int, str] = {}
@@ -119,12 +132,12 @@ def parse_all_reduce(text: str) -> dict[str, Any]:
     }
 
 
-def wrong_total(parsed: dict[str, Any]) -> int:
+def wrong_total(parsed: AllReduceResult) -> int:
     """Sum of every ``#wrong`` count (out-of-place and in-place) over all rows."""
-    return sum((r[side]["wrong"] or 0) for r in parsed["rows"] for side in ("out_of_place", "in_place"))
+    return sum((r["out_of_place"]["wrong"] or 0) + (r["in_place"]["wrong"] or 0) for r in parsed["rows"])
 
 
-def gate_rows(parsed: dict[str, Any], gate_bytes: int) -> list[dict[str, Any]]:
+def gate_rows(parsed: AllReduceResult, gate_bytes: int) -> list[AllReduceRow]:
     """Rows at or above ``gate_bytes``; if none reaches it, the largest row alone."""
     rows = parsed["rows"]
     if not rows:
@@ -149,10 +162,10 @@ def _perftest_preamble(line: str, fields: dict[str, str], errors: list[str]) -> 
         errors.append(line.strip())
 
 
-def parse_ib_write_bw(text: str) -> dict[str, Any]:
+def parse_ib_write_bw(text: str) -> IbWriteBwResult:
     """ib_write_bw (client side): device, link type, result rows in Gb/s; ``bw_avg_gbps`` of the largest message."""
     fields: dict[str, str] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[IbBwRow] = []
     unit = None
     errors: list[str] = []
     for line in (text or "").splitlines():
@@ -201,7 +214,7 @@ _LAT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)((?:\s+[\d.]+){3,7})\s*$")
 _LAT_TOOLS = {"RDMA_Write Latency Test": "ib_write_lat", "Send Latency Test": "ib_send_lat"}
 
 
-def parse_ib_lat(text: str) -> dict[str, Any]:
+def parse_ib_lat(text: str) -> IbLatResult:
     """ib_write_lat/ib_send_lat (client side): result rows in usec; ``typical_us`` of the smallest message.
 
     Rows carry ``t_min``, ``t_max``, ``t_typical`` and, where perftest prints them, ``t_avg``,
@@ -209,7 +222,7 @@ def parse_ib_lat(text: str) -> dict[str, Any]:
     warnings) are skipped; an error line before the header is kept in ``errors``.
     """
     fields: dict[str, str] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[LatRow] = []
     errors: list[str] = []
     tool = None
     header = False
@@ -224,10 +237,7 @@ def parse_ib_lat(text: str) -> dict[str, Any]:
             _perftest_preamble(line, fields, errors)
             continue
         if m := _LAT_ROW.match(line):
-            values = [float(v) for v in m.group(3).split()]
-            row: dict[str, Any] = {"bytes": int(m.group(1)), "iterations": int(m.group(2))}
-            row.update(dict(zip(_LAT_COLUMNS, values, strict=False)))
-            rows.append(row)
+            rows.append(_lat_row(int(m.group(1)), int(m.group(2)), [float(v) for v in m.group(3).split()]))
     if not header or not rows:
         raise ParseError("no perftest latency result line (#bytes #iterations t_min t_max t_typical ...)")
     smallest = min(rows, key=lambda r: r["bytes"])
@@ -244,13 +254,33 @@ def parse_ib_lat(text: str) -> dict[str, Any]:
     }
 
 
+def _lat_row(size: int, iterations: int, values: list[float]) -> LatRow:
+    """A latency row of 3 to 7 values, in :data:`_LAT_COLUMNS` order (the optional columns only when printed)."""
+    row: LatRow = {
+        "bytes": size,
+        "iterations": iterations,
+        "t_min": values[0],
+        "t_max": values[1],
+        "t_typical": values[2],
+    }
+    if len(values) > 3:
+        row["t_avg"] = values[3]
+    if len(values) > 4:
+        row["t_stdev"] = values[4]
+    if len(values) > 5:
+        row["p99"] = values[5]
+    if len(values) > 6:
+        row["p99_9"] = values[6]
+    return row
+
+
 # ---------------------------------------------------------------- perfquery (port counters)
 
 _PQ_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (\d+) port (\d+)")
 _PQ_FIELD = re.compile(r"^(\w+):\.+(\S+)\s*$")
 
 
-def parse_perfquery(text: str) -> dict[str, Any]:
+def parse_perfquery(text: str) -> PerfqueryResult:
     """perfquery's PortCounters: ``{"lid", "port", "counters": {name: int}}`` (hex selects as ints)."""
     lid = port = None
     counters: dict[str, int] = {}
@@ -273,7 +303,8 @@ def parse_perfquery(text: str) -> dict[str, Any]:
 
 
 def _json_document(text: str, tool: str) -> Any:
-    """The first JSON object in ``text`` (tools may print a warning line before it)."""
+    """The first JSON object in ``text`` (tools may print a warning line before it). Free JSON of another tool,
+    read key by key as fio and dcgmi document it (Any: each read below is the tool's documented shape)."""
     start = (text or "").find("{")
     if start < 0:
         raise ParseError(f"no JSON object in the {tool} output")
@@ -286,24 +317,27 @@ def _json_document(text: str, tool: str) -> Any:
     return doc
 
 
-def _fio_bytes_per_s(side: dict[str, Any]) -> float:
+def _fio_bytes_per_s(side: Any) -> float:
     if "bw_bytes" in side:
         return float(side["bw_bytes"])
     return float(side.get("bw", 0)) * 1024  # KiB/s
 
 
-def parse_fio_json(text: str) -> dict[str, Any]:
+def parse_fio_json(text: str) -> FioResult:
     """fio JSON: aggregate read and write GB/s over every job (or group), bytes moved, job errors."""
     doc = _json_document(text, "fio")
     jobs = doc.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise ParseError("fio JSON has no jobs")
-    out: dict[str, Any] = {"version": doc.get("fio version"), "jobs": len(jobs), "errors": []}
-    for rw in ("read", "write"):
-        out[f"{rw}_gbps"] = round(sum(_fio_bytes_per_s(j.get(rw) or {}) for j in jobs) / GB, 3)
-        out[f"{rw}_bytes"] = sum(int((j.get(rw) or {}).get("io_bytes", 0)) for j in jobs)
-    out["errors"] = [f"job {j.get('jobname')}: error {j['error']}" for j in jobs if j.get("error")]
-    return out
+    return {
+        "version": doc.get("fio version"),
+        "jobs": len(jobs),
+        "errors": [f"job {j.get('jobname')}: error {j['error']}" for j in jobs if j.get("error")],
+        "read_gbps": round(sum(_fio_bytes_per_s(j.get("read") or {}) for j in jobs) / GB, 3),
+        "read_bytes": sum(int((j.get("read") or {}).get("io_bytes", 0)) for j in jobs),
+        "write_gbps": round(sum(_fio_bytes_per_s(j.get("write") or {}) for j in jobs) / GB, 3),
+        "write_bytes": sum(int((j.get("write") or {}).get("io_bytes", 0)) for j in jobs),
+    }
 
 
 _DCGM_STATUS = {
@@ -321,26 +355,26 @@ _DCGM_STATUS = {
 _DCGM_RANK = {"fail": 4, "warn": 3, "pass": 2, "not_run": 1, "skip": 0}
 
 
-def dcgm_status(value: Any) -> str:
+def dcgm_status(value: object) -> str:
     """A DCGM result status (PASS, Pass, Fail, SKIPPED, ...) as pass|fail|warn|skip|not_run."""
     return _DCGM_STATUS.get(str(value or "").strip().lower(), "not_run")
 
 
-def _dcgm_warnings(result: dict[str, Any]) -> list[str]:
+def _dcgm_warnings(result: Any) -> list[str]:
     out = []
     for w in result.get("warnings") or []:
         out.append(str(w.get("warning", "")) if isinstance(w, dict) else str(w))
     return [w for w in out if w]
 
 
-def parse_dcgm_diag(text: str) -> dict[str, Any]:
+def parse_dcgm_diag(text: str) -> DcgmResult:
     """``dcgmi diag -j``: per test its category, status and the GPUs that failed, for DCGM 2.x to 4.x."""
     doc = _json_document(text, "dcgmi diag")
     root = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic")
     if not isinstance(root, dict):
         raise ParseError("dcgmi diag JSON has no 'DCGM Diagnostic' (or 'DCGM GPU Diagnostic') object")
     meta = doc.get("metadata") or {}
-    tests = []
+    tests: list[DcgmTest] = []
     for cat in root.get("test_categories") or []:
         if not isinstance(cat, dict):
             continue

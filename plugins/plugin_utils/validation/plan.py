@@ -8,16 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import validation_floors
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import AcceptanceView, ValidationSection
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TierProfile
 
 
-def validation_plan(site: Site, tier: TierProfile, plan: Mapping[str, Any]) -> dict[str, Any]:
+def validation_plan(site: Site, tier: TierProfile, plan: Mapping[str, Any]) -> ValidationSection:
     """The acceptance floors, and the tests the validate play runs against them.
 
-    ``plan``: the sections read (cluster, hosts, gpu, storage, fabric)."""
+    ``plan``: the sections read (cluster, hosts, gpu, storage, fabric), as plan/assembly.py hands them over (read
+    only); they are read here as the types their packages give them (AcceptanceView)."""
     fab, gpu = plan["fabric"], plan["gpu"]
     floors = validation_floors(
         tier=tier,
@@ -31,5 +33,12 @@ def validation_plan(site: Site, tier: TierProfile, plan: Mapping[str, Any]) -> d
         gpus_per_node=site.node.gpus_per_node,
         storage_ceilings=plan["storage"]["ceilings"],
     )
-    floors["tests"] = acceptance.acceptance_tests({**plan, "validation": floors})
-    return floors
+    view: AcceptanceView = {
+        "cluster": plan["cluster"],
+        "hosts": plan["hosts"],
+        "gpu": gpu,
+        "fabric": fab,
+        "storage": plan["storage"],
+        "validation": floors,
+    }
+    return {**floors, "tests": acceptance.acceptance_tests(view)}

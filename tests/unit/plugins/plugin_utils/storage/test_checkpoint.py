@@ -19,8 +19,8 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoin
     async_inputs,
     checkpoint_drain,
     drain_plan,
-    drain_rows,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint_report import drain_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.sizing import storage_sizing
 
 SIZING = dict(
