@@ -36,7 +36,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model impor
     SlurmNodeLine,
     SlurmSection,
     SlurmTopology,
-    Tenancy,
 )
 
 if TYPE_CHECKING:
@@ -276,12 +275,12 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> SlurmSection:
         "gres_mig": mig.gres_mig(plan["gpu"].get("mig"), gtype),
         "partitions": _partitions(nodes_expr, plan["cluster"]["compute_nodes"]),
         "plugins": plugins,
-        "tenancy": Tenancy(
-            private_data=tenants["private_data"],
-            dbd_private_data=tenants["dbd_private_data"],
-            communication_parameters=tenants["communication_parameters"],
-            pam_adopt=tenants["pam_adopt"],
-        ),
+        "tenancy": {
+            "private_data": tenants["private_data"],
+            "dbd_private_data": tenants["dbd_private_data"],
+            "communication_parameters": tenants["communication_parameters"],
+            "pam_adopt": tenants["pam_adopt"],
+        },
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
         "select_type": "select/cons_tres",
         # topology/tree from the fabric's switches, or topology/block per multi-node NVLink domain (NVL72),
