@@ -7,15 +7,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import dashboards, slurm_queue
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import MonitoringSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.prometheus import monitoring_plan
 
 
-def monitoring_section(plan: Mapping[str, Any]) -> dict[str, Any]:
+def monitoring_section(plan: Mapping[str, Any]) -> MonitoringSection:
     """Prometheus and Alertmanager, the Slurm queue exporter and the dashboards, which read this section's
     own thresholds and the DCGM counters.
 
     ``plan``: the sections read (cluster, hosts, gpu, cooling, storage, fabric, dcgm)."""
-    mon = monitoring_plan(plan)
-    mon["slurm_queue"] = slurm_queue.slurm_queue_plan({**plan, "monitoring": mon})  # the head's Slurm exporter
-    mon["grafana"] = dashboards.grafana_plan({**plan, "monitoring": mon})
-    return mon
+    prom = monitoring_plan(plan)
+    view = {**plan, "monitoring": prom}
+    return {
+        **prom,
+        "slurm_queue": slurm_queue.slurm_queue_plan(view),  # the head's Slurm exporter
+        "grafana": dashboards.grafana_plan(view),
+    }

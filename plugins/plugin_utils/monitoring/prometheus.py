@@ -12,14 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import alert_rules
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import (
+    Auth,
+    Inhibit,
+    PrometheusPlan,
+    ScrapeJob,
+    ScrapeTarget,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rule_tests import rule_tests
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rulebook import (
     COOLANT_METRICS,
     DCGM_EXPORTER_PORT,
     NODE_EXPORTER_PORT,
     RULE_PATH,
     RULE_TEST_PATH,
-    alert_rules,
-    rule_tests,
 )
 
 PROMETHEUS_PORT = 9090
@@ -45,7 +52,7 @@ WEB_USER = "gpucluster"
 WEB_AUTH_PROGRAM = "/usr/local/sbin/gpucluster-web-auth"
 
 
-def auth_plan() -> dict[str, Any]:
+def auth_plan() -> Auth:
     """Who may use Prometheus' and Alertmanager's APIs and where the secrets are (paths only).
 
     One account, ``gpucluster``, for the cluster's own clients (Prometheus' self-scrape and its alerts
@@ -71,10 +78,10 @@ def _role(roles: list[str]) -> str:
     return "compute" if "compute" in roles else ("head" if "head" in roles else roles[0])
 
 
-def scrape_jobs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+def scrape_jobs(plan: Mapping[str, Any]) -> list[ScrapeJob]:
     """node-exporter on every host, dcgm-exporter on every compute node, at management addresses."""
 
-    def target(name: str, host: dict[str, Any], port: int) -> dict[str, str]:
+    def target(name: str, host: Mapping[str, Any], port: int) -> ScrapeTarget:
         return {"address": f"{host['addresses']['management']}:{port}", "host": name, "role": _role(host["roles"])}
 
     hosts = plan["hosts"]
@@ -98,7 +105,7 @@ INHIBIT = (
 )
 
 
-def monitoring_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+def monitoring_plan(plan: Mapping[str, Any]) -> PrometheusPlan:
     """Everything the head's Prometheus and Alertmanager need, from the plan."""
     head = plan["cluster"]["head"]
     address = plan["hosts"][head]["addresses"]["management"]
@@ -120,8 +127,8 @@ def monitoring_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
         "scrape_jobs": jobs,
         "targets": {job["name"]: [t["address"] for t in job["targets"]] for job in jobs},
         "alerts": names,
-        "thresholds": {a["alert"]: a["threshold"] for a in rules["alerts"] if a["threshold"]},
-        "inhibit": [{"source": s, "target": t, "equal": eq} for s, t, eq in INHIBIT if s in names and t in names],
+        "thresholds": {a["alert"]: th for a in rules["alerts"] if (th := a["threshold"])},
+        "inhibit": [Inhibit(source=s, target=t, equal=eq) for s, t, eq in INHIBIT if s in names and t in names],
         "coolant_metrics": list(COOLANT_METRICS) if plan["cooling"]["cooling"] == "dlc" else [],
         # the rule groups as data: alerts.rules_yaml (filter gpucluster.tiers.prometheus_rules) renders the file
         "rules": {"groups": rules["groups"]},

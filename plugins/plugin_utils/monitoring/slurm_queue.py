@@ -30,6 +30,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import SlurmQueue
+
 #: the exporter script, in the collection (roles/head/files)
 SCRIPT = Path(__file__).resolve().parents[3] / "roles" / "head" / "files" / "gpucluster-slurm-metrics"
 #: where the head role installs it, and its systemd units
@@ -55,7 +57,7 @@ def exporter_metrics() -> dict[str, str]:
     raise RuntimeError(f"{SCRIPT}: no METRICS literal")
 
 
-def slurm_queue_plan(plan: Mapping[str, Any]) -> dict[str, Any] | None:
+def slurm_queue_plan(plan: Mapping[str, Any]) -> SlurmQueue | None:
     """The exporter's settings on the head, or None when the cluster runs no Slurm (Kubernetes path)."""
     if plan["cluster"]["scheduler"] != "slurm":
         return None

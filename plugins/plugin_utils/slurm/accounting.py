@@ -34,15 +34,25 @@ Behaviour relied on (Slurm 22.05, the version of Debian 12):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig as mig_mod
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
     check_choice,
     check_range,
     require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import (
+    Accounting,
+    AccountRow,
+    Billing,
+    NodeFeatures,
+    QosRow,
+    QosSpec,
 )
 
 FIELD = "gpucluster_slurm"
@@ -71,7 +81,7 @@ DEFAULT_QOS = "normal"
 #: starve the teams' fair share; normal: everyday work, limited only by the teams' shares;
 #: preemptible: scavenger work on idle GPUs, requeued when normal or high needs them, at most
 #: half the GPUs per user (MaxTRESPerUser).
-DEFAULT_QOS_SET: tuple[dict[str, Any], ...] = (
+DEFAULT_QOS_SET: tuple[QosSpec, ...] = (
     {"name": "preemptible", "priority": 0, "preempt": [], "grp_gpus_percent": None, "max_gpus_per_user_percent": 50},
     {
         "name": "normal",
@@ -94,6 +104,16 @@ DEFAULT_QOS_SET: tuple[dict[str, Any], ...] = (
 #: priority 0, no Preempt list and in no other QOS's list (it never preempts and is never preempted: a
 #: check job only starts on an idle node, and gpucluster-heal cancels one that does not start), no
 #: limits; only root's association may use it (the teams' accounts do not list it).
+#: the billing of a site without MIG: one GPU bills one (compute/mig.py billing_weights)
+NO_MIG_BILLING: Billing = {
+    "unit": "gpu",
+    "per_gpu": 1,
+    "tres": "gres/gpu",
+    "untyped": 1.0,
+    "weights": {},
+    "text": "GRES/gpu=1.0",
+}
+
 MAINTENANCE_QOS = "gpucluster-check"
 MAINTENANCE_ACCOUNT = "root"  # slurmdbd's own account of root (created with the cluster)
 
@@ -112,6 +132,18 @@ class Qos:
     description: str = ""
     gpu_tres: str = "gres/gpu"
 
+    def as_row(self) -> QosRow:
+        return QosRow(
+            name=self.name,
+            priority=self.priority,
+            preempt=self.preempt,
+            preempt_mode=self.preempt_mode,
+            grp_gpus=self.grp_gpus,
+            max_gpus_per_user=self.max_gpus_per_user,
+            description=self.description,
+            gpu_tres=self.gpu_tres,
+        )
+
 
 @dataclass(frozen=True)
 class Account:
@@ -127,6 +159,19 @@ class Account:
     organization: str = "gpucluster"
     gpu_tres: str = "gres/gpu"
 
+    def as_row(self) -> AccountRow:
+        return AccountRow(
+            name=self.name,
+            fairshare=self.fairshare,
+            users=self.users,
+            qos=self.qos,
+            default_qos=self.default_qos,
+            grp_gpus=self.grp_gpus,
+            description=self.description,
+            organization=self.organization,
+            gpu_tres=self.gpu_tres,
+        )
+
 
 def _gpus(percent: float | None, gpus_total: int) -> int | None:
     """A percentage of the cluster's GPUs, floored, at least one GPU (None: no limit)."""
@@ -135,7 +180,7 @@ def _gpus(percent: float | None, gpus_total: int) -> int | None:
     return max(1, int(gpus_total * percent // 100))
 
 
-def _weights(section: dict[str, Any]) -> dict[str, int]:
+def _weights(section: Mapping[str, Any]) -> dict[str, int]:
     raw = section.get("priority_weights") or {}
     out = dict(DEFAULT_WEIGHTS)
     for key, value in raw.items():
@@ -144,35 +189,41 @@ def _weights(section: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def _units(gpus: int | None, billing: dict[str, Any]) -> int | None:
+def _units(gpus: int | None, billing: Billing) -> int | None:
     """A GPU limit in the unit of the plan's billing (GPUs, or MIG slices: GPUs x compute slices)."""
     return None if gpus is None else gpus * int(billing["per_gpu"])
 
 
 def _qos_set(
-    section: dict[str, Any], gpus_total: int, preempt_mode: str, billing: dict[str, Any] | None = None
+    section: Mapping[str, Any], gpus_total: int, preempt_mode: str, billing: Billing | None = None
 ) -> list[Qos]:
     """The built-in QOS merged by name with ``gpucluster_slurm.qos`` (new names are added)."""
-    merged: dict[str, dict[str, Any]] = {q["name"]: dict(q) for q in DEFAULT_QOS_SET}
+    merged: dict[str, QosSpec] = {q["name"]: QosSpec(**q) for q in DEFAULT_QOS_SET}
     for item in section.get("qos") or []:
         name = item["name"]
-        base = merged.get(
+        base: QosSpec = merged.get(
             name,
             {"name": name, "priority": 0, "preempt": [], "grp_gpus_percent": None, "max_gpus_per_user_percent": None},
         )
-        for key in ("priority", "preempt", "grp_gpus_percent", "max_gpus_per_user_percent"):
-            if key in item:
-                base[key] = item[key]
-        merged[name] = base
-    billing = billing or {"tres": "gres/gpu", "per_gpu": 1}
+        merged[name] = {
+            "name": name,
+            "priority": item.get("priority", base["priority"]),
+            "preempt": item.get("preempt", base["preempt"]),
+            "grp_gpus_percent": item.get("grp_gpus_percent", base["grp_gpus_percent"]),
+            "max_gpus_per_user_percent": item.get("max_gpus_per_user_percent", base["max_gpus_per_user_percent"]),
+        }
+    billing = billing or NO_MIG_BILLING
     out = []
     for name, q in merged.items():
         where = f"{FIELD}.qos[{name}]"
         prio = int(check_range(q["priority"], f"{where}.priority", 0, WEIGHT_MAX, integer=True))
-        for key in ("grp_gpus_percent", "max_gpus_per_user_percent"):
-            if q[key] is not None:
-                check_range(q[key], f"{where}.{key}", 0, 100)
-                require(q[key] > 0, f"{where}.{key}", q[key], "a percentage > 0 (leave it out for no limit)")
+        for key, percent in (
+            ("grp_gpus_percent", q["grp_gpus_percent"]),
+            ("max_gpus_per_user_percent", q["max_gpus_per_user_percent"]),
+        ):
+            if percent is not None:
+                check_range(percent, f"{where}.{key}", 0, 100)
+                require(percent > 0, f"{where}.{key}", percent, "a percentage > 0 (leave it out for no limit)")
         for other in q["preempt"]:
             require(
                 other in merged and other != name,
@@ -200,9 +251,9 @@ def _qos_set(
 
 
 def _accounts(
-    plan: dict[str, Any], qos: list[Qos], default_account: str, billing: dict[str, Any] | None = None
+    plan: Mapping[str, Any], qos: list[Qos], default_account: str, billing: Billing | None = None
 ) -> list[Account]:
-    billing = billing or {"tres": "gres/gpu", "per_gpu": 1}
+    billing = billing or NO_MIG_BILLING
     names = [q.name for q in qos]
     gpus_total = plan["cluster"]["gpus_total"]
     tenants = plan.get("tenants") or []
@@ -230,7 +281,7 @@ def _accounts(
     return out
 
 
-def _features(plan: dict[str, Any]) -> list[dict[str, Any]]:
+def _features(plan: Mapping[str, Any]) -> list[NodeFeatures]:
     """Node features: GPU type, fabric type, scalable unit (rail block), cooling; one entry per set
     of compute hosts with the same features ({"nodes": hostlist, "features": [...]}), so the plan
     grows with the scalable units, not the nodes."""
@@ -254,10 +305,23 @@ def _features(plan: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dict[str, Any]:
+def _billing(raw: Mapping[str, Any]) -> Billing:
+    """compute/mig.py ``billing_weights`` as its typed row (the same keys, in its order)."""
+    return {
+        "unit": raw["unit"],
+        "per_gpu": raw["per_gpu"],
+        "tres": raw["tres"],
+        "untyped": raw["untyped"],
+        "weights": raw["weights"],
+        "text": raw["text"],
+    }
+
+
+def accounting_plan(section: object, plan: Mapping[str, Any]) -> Accounting:
     """``plan["slurm"]["accounting"]``: priority, preemption, QOS, accounts and node features."""
     section = section or {}
-    require(isinstance(section, dict), FIELD, section, "a mapping (priority_weights, qos, preempt_mode, ...)")
+    if not isinstance(section, dict):
+        raise PlanError(FIELD, section, "a mapping (priority_weights, qos, preempt_mode, ...)")
     gpus_total = plan["cluster"]["gpus_total"]
     preempt_mode = check_choice(
         section.get("preempt_mode", DEFAULT_PREEMPT_MODE), f"{FIELD}.preempt_mode", PREEMPT_MODES
@@ -282,10 +346,12 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
         default_account,
         "a name no team in gpucluster_tenants has",
     )
-    billing = mig_mod.billing_weights(
-        (plan.get("gpu") or {}).get("mig"),
-        plan["cluster"]["gpu_model"].split("_")[0],
-        section.get("mig_billing_weights"),
+    billing = _billing(
+        mig_mod.billing_weights(
+            (plan.get("gpu") or {}).get("mig"),
+            plan["cluster"]["gpu_model"].split("_")[0],
+            section.get("mig_billing_weights"),
+        )
     )
     qos = _qos_set(section, gpus_total, preempt_mode, billing)
     require(
@@ -321,7 +387,7 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
         "billing_weights": billing["text"],
         "billing": billing,  # unit: gpu or mig_slice; the GPU limits of qos and accounts are in it
         "default_qos": DEFAULT_QOS,
-        "qos": [asdict(q) for q in qos],
-        "accounts": [asdict(a) for a in accounts],
+        "qos": [q.as_row() for q in qos],
+        "accounts": [a.as_row() for a in accounts],
         "node_features": _features(plan),
     }

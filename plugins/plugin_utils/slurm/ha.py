@@ -16,15 +16,25 @@ control back when it starts again. Without a backup nothing changes: the state s
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
     check_choice,
     check_range,
     require,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import (
+    ControllerRow,
+    Ha,
+    PrimaryOn,
+    StateMountRow,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.nfs import systemd_mount_unit_name
+
+#: every host's addresses by network, as ``{"hosts": {name: {network: address}}}``
+Addresses = Mapping[str, Mapping[str, Mapping[str, object]]]
 
 FIELD = "gpucluster_slurm"
 #: The single controller's state folder (unchanged from the collection's first release).
@@ -103,69 +113,74 @@ class StateMount:
             "WantedBy=remote-fs.target\n"
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StateMountRow:
         return {
-            **asdict(self),
+            "what": self.what,
+            "where": self.where,
+            "type": self.type,
+            "options": self.options,
             "unit_name": self.unit_name,
             "unit_path": f"/etc/systemd/system/{self.unit_name}",
         }
 
 
-def state_mount_unit_text(mount: dict[str, Any]) -> str:
+def state_mount_unit_text(mount: Mapping[str, object]) -> str:
     """The systemd mount unit of the plan's ``slurm.ha.state_save_mount`` (what, where, type, options):
     rendered on the way to the controllers (filter gpucluster.tiers.slurm_state_mount_unit), not stored."""
     return StateMount(str(mount["what"]), str(mount["where"]), str(mount["type"]), str(mount["options"])).unit_text()
 
 
-def controllers(primary: str, backups: list[str], addresses: dict[str, Any]) -> list[Controller]:
+def controllers(primary: str, backups: list[str], addresses: Addresses) -> list[Controller]:
     """Every controller in SlurmctldHost order: the head first, then the backups by name."""
     names = [primary, *sorted(backups)]
     return [
-        Controller(name, addresses["hosts"][name]["management"], "primary" if i == 0 else "backup")
+        Controller(name, str(addresses["hosts"][name]["management"]), "primary" if i == 0 else "backup")
         for i, name in enumerate(names)
     ]
 
 
-def _path(value: Any, field: str) -> str:
-    require(
-        isinstance(value, str) and bool(_PATH.match(value)) and ".." not in value.split("/") and value != "/",
-        field,
-        value,
-        "an absolute path of letters, digits, '.', '_', '-' and '/' (not '/' itself, no '..')",
-    )
+def _path(value: object, field: str) -> str:
+    if not (isinstance(value, str) and bool(_PATH.match(value)) and ".." not in value.split("/") and value != "/"):
+        raise PlanError(
+            field, value, "an absolute path of letters, digits, '.', '_', '-' and '/' (not '/' itself, no '..')"
+        )
     return value.rstrip("/")
 
 
-def state_mount(raw: Any, where: str, field: str = f"{FIELD}.state_save_mount") -> StateMount:
+def state_mount(raw: object, where: str, field: str = f"{FIELD}.state_save_mount") -> StateMount:
     """The checked ``{what, type, options}`` of the shared state storage, mounted at ``where``."""
-    require(isinstance(raw, dict), field, raw, "a mapping {what, type, options}")
+    if not isinstance(raw, dict):
+        raise PlanError(field, raw, "a mapping {what, type, options}")
     unknown = sorted(set(raw) - {"what", "type", "options"})
     require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "only the keys what, type, options")
     kind = check_choice(raw.get("type", "nfs"), f"{field}.type", MOUNT_TYPES)
     what = raw.get("what")
-    require(
-        isinstance(what, str) and bool(_WHAT.match(what)),
-        f"{field}.what",
-        what,
-        "SERVER:/PATH of the shared storage (an NFS server and export, or a Lustre MGS NID and /fsname/subdir)",
-    )
+    if not (isinstance(what, str) and bool(_WHAT.match(what))):
+        raise PlanError(
+            f"{field}.what",
+            what,
+            "SERVER:/PATH of the shared storage (an NFS server and export, or a Lustre MGS NID and /fsname/subdir)",
+        )
     options = raw.get("options", DEFAULT_OPTIONS[kind])
-    require(
-        isinstance(options, str) and bool(_OPTIONS.match(options)),
-        f"{field}.options",
-        options,
-        "mount options separated by ',' (letters, digits, '=', '.', ':', '/', '_', '-')",
-    )
+    if not (isinstance(options, str) and bool(_OPTIONS.match(options))):
+        raise PlanError(
+            f"{field}.options",
+            options,
+            "mount options separated by ',' (letters, digits, '=', '.', ':', '/', '_', '-')",
+        )
     return StateMount(what=what, where=where, type=kind, options=options)
 
 
-def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[str, Any], lab: dict[str, Any]) -> dict:
+def ha_plan(
+    section: object, *, primary: str, backups: list[str], addresses: Addresses, lab: Mapping[str, object]
+) -> Ha:
     """The controllers, StateSaveLocation, its mount and SlurmctldTimeout.
 
     ``section``: ``gpucluster_slurm`` (or None); ``lab``: ``gpucluster_lab`` when enabled, whose
     ``slurmctld_timeout_s`` shortens the failover wait of the lab's test and whose ``slurmctld_kill_mode``
     goes into slurmctld's drop-in (docs/lab.md)."""
     section = section if isinstance(section, dict) else {}
+    kill_mode = lab.get("slurmctld_kill_mode")
     location = section.get("state_save_location")
     mount = section.get("state_save_mount")
     if backups:
@@ -188,22 +203,22 @@ def ha_plan(section: Any, *, primary: str, backups: list[str], addresses: dict[s
     timeout_field = (
         "gpucluster_lab.slurmctld_timeout_s" if "slurmctld_timeout_s" in lab else f"{FIELD}.slurmctld_timeout_s"
     )
-    timeout = check_range(timeout, timeout_field, 5, MAX_TIMEOUT_S, integer=True)
+    timeout = int(check_range(timeout, timeout_field, 5, MAX_TIMEOUT_S, integer=True))
     ctls = controllers(primary, backups, addresses)
     return {
         "primary_on": primary_on(timeout, [c.name for c in ctls]) if backups else None,
         "enabled": bool(backups),
-        "controllers": [asdict(c) for c in ctls],
+        "controllers": [ControllerRow(name=c.name, address=c.address, role=c.role) for c in ctls],
         "backups": [c.name for c in ctls if c.role == "backup"],
         "state_save_location": where,
         "state_save_mount": state.as_dict() if state else None,
         "slurmctld_timeout_s": timeout,
         # the lab's KillMode for slurmctld's drop-in (gpucluster_lab.slurmctld_kill_mode; none on real hosts)
-        "slurmctld_kill_mode": lab.get("slurmctld_kill_mode"),
+        "slurmctld_kill_mode": None if kill_mode is None else str(kill_mode),
     }
 
 
-def primary_on(timeout_s: int, hosts: list[str]) -> dict[str, Any]:
+def primary_on(timeout_s: int, hosts: list[str]) -> PrimaryOn:
     """The takeover hook's settings: hold GPU nodes until their slurmd has registered with the new controller.
 
     Slurm 22.05 (seen in the lab, tier4): a controller that takes control recovers each node's GRES
@@ -263,11 +278,11 @@ INTRO = (
 )
 
 
-def ha_rows(ha: dict[str, Any]) -> list[list[str]]:
+def ha_rows(ha: Ha) -> list[list[str]]:
     """[setting, value, why] rows of the report's "Slurm controllers" section."""
     rows = [[f"SlurmctldHost ({c['role']})", f"{c['name']}({c['address']})", "slurm.conf, in this order"]
             for c in ha["controllers"]]  # fmt: skip
-    mount = ha["state_save_mount"] or {}
+    mount = ha["state_save_mount"]
     rows.append(["StateSaveLocation", ha["state_save_location"], "shared by every controller"])
     if mount:
         rows.append(["state mount", f"{mount['what']} ({mount['type']}, {mount['options']})", mount["unit_name"]])

@@ -44,8 +44,8 @@ No PMIX_MCA_* values: none is needed by the plan's setups and none is sourced fo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import FABRIC_TYPES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -53,6 +53,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_choice,
     check_range,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import Mpi
 
 #: slurm.conf MpiDefault (docs/sources.md [SL5]).
 MPI_DEFAULT = "pmix"
@@ -85,7 +86,7 @@ class MpiSettings:
     lab: bool = False
     reason: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Mpi:
         return {
             "mpi_default": self.mpi_default,
             "fabric": self.fabric,
@@ -113,7 +114,7 @@ def ucx_net_devices(hcas: list[str]) -> str:
 
 
 def _rdma(
-    fabric_type: str, hcas: list[str], roce: dict[str, Any] | None, ib_service_level: int | None
+    fabric_type: str, hcas: list[str], roce: Mapping[str, object] | None, ib_service_level: int | None
 ) -> tuple[dict[str, str], dict[str, str]]:
     ucx = {"UCX_NET_DEVICES": ucx_net_devices(hcas)}
     if fabric_type == "roce":
@@ -138,7 +139,7 @@ def mpi_settings(
     fabric_type: str,
     compute_hcas: list[str],
     compute_netdevs: list[str],
-    roce: dict[str, Any] | None = None,
+    roce: Mapping[str, object] | None = None,
     ib_service_level: int | None = None,
     lab: bool = False,
 ) -> MpiSettings:
@@ -216,7 +217,7 @@ INTRO = (
 )
 
 
-def mpi_rows(m: dict[str, Any]) -> list[list[str]]:
+def mpi_rows(m: Mpi) -> list[list[str]]:
     """The report's rows: MpiDefault, the transport, then each file's values with why."""
     rows = [
         ["MpiDefault", m["mpi_default"], "slurm.conf: srun starts the ranks through PMIx [SL5]"],

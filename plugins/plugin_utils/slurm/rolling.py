@@ -23,8 +23,8 @@ would otherwise lift a converge drain while jobs still run.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import DRAIN_POLICIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -32,6 +32,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_choice,
     check_range,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import NodeStateRow, RestartDecision
 
 #: Drains whose reason starts with this were set by a converge; only those are resumed by it.
 CONVERGE_PREFIX = "gpucluster-converge:"
@@ -83,8 +84,15 @@ class NodeState:
         """slurmd has registered at least once (the base state is not UNKNOWN or FUTURE)."""
         return self.known and self.state.split("+", maxsplit=1)[0].rstrip("*~#!%$@^-").upper() not in _UNREGISTERED
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "drained": self.drained, "ours": self.ours, "registered": self.registered}
+    def as_dict(self) -> NodeStateRow:
+        return {
+            "known": self.known,
+            "state": self.state,
+            "reason": self.reason,
+            "drained": self.drained,
+            "ours": self.ours,
+            "registered": self.registered,
+        }
 
 
 def parse_scontrol_node(rc: int, stdout: str, stderr: str = "") -> NodeState:
@@ -129,13 +137,13 @@ class Decision:
 
 
 def restart_decision(
-    node: dict[str, Any] | NodeState,
+    node: Mapping[str, object] | NodeState,
     pending: list[str],
     slurmd_active: bool,
     jobs: str,
     policy: str = "wait",
     timeout_s: int = 3600,
-) -> dict[str, Any]:
+) -> RestartDecision:
     """Drain, wait, restart or defer for a node with ``pending`` unit restarts.
 
     ``node`` is :func:`parse_scontrol_node`'s state (or its dict), ``jobs`` the output of
@@ -145,10 +153,19 @@ def restart_decision(
     check_choice(policy, "gpucluster_rollout.drain_policy", DRAIN_POLICIES)
     wait_s = max(1, int(check_range(timeout_s, "gpucluster_rollout.drain_timeout_s", 0, integer=True)))
 
-    def _out(decision: Decision) -> dict[str, Any]:
-        return {**asdict(decision), "timeout_s": wait_s}
+    def _out(decision: Decision) -> RestartDecision:
+        return {
+            "units": decision.units,
+            "drain": decision.drain,
+            "wait": decision.wait,
+            "restart": decision.restart,
+            "defer": decision.defer,
+            "message": decision.message,
+            "reason": decision.reason,
+            "timeout_s": wait_s,
+        }
 
-    state = node if isinstance(node, NodeState) else NodeState(node["known"], node.get("state", ""), node.get("reason"))
+    state = node if isinstance(node, NodeState) else _node_state(node)
     units = restart_order(pending)
     running = [line for line in jobs.splitlines() if line.strip()]
     if not units:
@@ -176,7 +193,13 @@ def restart_decision(
     return _out(Decision(units, True, True, True, False, "drain, wait for jobs, restart, resume"))
 
 
-def node_state(result: dict[str, Any]) -> dict[str, Any]:
+def _node_state(node: Mapping[str, object]) -> NodeState:
+    """A :meth:`NodeState.as_dict` (or its first three keys) read back."""
+    reason = node.get("reason")
+    return NodeState(bool(node["known"]), str(node.get("state", "")), None if reason is None else str(reason))
+
+
+def node_state(result: object) -> NodeStateRow:
     """:func:`parse_scontrol_node` of a registered command result (rc, stdout, stderr)."""
     if not isinstance(result, dict) or "rc" not in result:
         raise PlanError("slurm node result", result, "the registered result of `scontrol show node <node>`")

@@ -18,7 +18,7 @@ slurm.conf(5) and sacctmgr(1) of Slurm 22.05.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
@@ -27,6 +27,16 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.node impo
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import accounting, ha, mpi, tenancy, topology
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import (
+    GpuDefaults,
+    Mpi,
+    NodeFeatures,
+    Partition,
+    Plugins,
+    SlurmNodeLine,
+    SlurmSection,
+    SlurmTopology,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
@@ -74,8 +84,19 @@ class SlurmNode:
     features: list[str]
     state: str = NODE_STATE
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> SlurmNodeLine:
+        return {
+            "nodes": self.nodes,
+            "cpus": self.cpus,
+            "boards": self.boards,
+            "sockets_per_board": self.sockets_per_board,
+            "cores_per_socket": self.cores_per_socket,
+            "threads_per_core": self.threads_per_core,
+            "real_memory": self.real_memory,
+            "gres": self.gres,
+            "features": self.features,
+            "state": self.state,
+        }
 
 
 def _gpu_type(model: str) -> str:
@@ -102,7 +123,7 @@ def _gres_lines(site: Site, nodes_expr: str, with_cores: bool) -> list[str]:
     return lines
 
 
-def _gres_conf(site: Site, plan: dict[str, Any], with_cores: bool) -> list[str]:
+def _gres_conf(site: Site, plan: Mapping[str, Any], with_cores: bool) -> list[str]:
     """gres.conf: the MIG nodes' lines included from the file each writes from its driver (compute/mig.py);
     explicit File= lines for the rest."""
     layout = plan["gpu"].get("mig")
@@ -116,7 +137,7 @@ def gres_gpu_count(gres: str) -> int:
     return sum(int(part.rsplit(":", 1)[1]) for part in gres.split(",") if part.startswith("gpu:"))
 
 
-def gpu_defaults(cpus: int, threads_per_core: int, real_memory_mib: int, gpu_counts: list[int]) -> dict[str, int]:
+def gpu_defaults(cpus: int, threads_per_core: int, real_memory_mib: int, gpu_counts: list[int]) -> GpuDefaults:
     """slurm.conf ``DefCpuPerGPU`` and ``DefMemPerGPU``: what a job that asks for GPUs but no CPUs or
     memory gets per GPU, the node's schedulable share per GPU, so that a 1-GPU job without ``--mem``
     no longer takes the whole node (``CR_Core_Memory`` with no default gives it all of RealMemory).
@@ -153,13 +174,62 @@ def gpu_defaults(cpus: int, threads_per_core: int, real_memory_mib: int, gpu_cou
     return {"def_cpu_per_gpu": cores // gpus * threads_per_core, "def_mem_per_gpu": real_memory_mib // gpus}
 
 
-def _hook(plan: dict[str, Any], mode: str) -> str:
+def _hook(plan: Mapping[str, Any], mode: str) -> str:
     """The health check's program for slurm.conf ``Epilog=``/``Prolog=``, or "" when that mode is off."""
     entry = plan["health"]["modes"][mode]
     return entry["program"] if entry["enabled"] else ""
 
 
-def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
+def _node_lines(
+    site: Site, groups: list[NodeFeatures], plan: Mapping[str, Any], real_memory: int
+) -> list[SlurmNodeLine]:
+    """One NodeName line per set of nodes with the same Features (accounting.py: GPU type, fabric,
+    scalable unit, cooling), so users can pick nodes with --constraint; no Weight= because every
+    compute node has the same hardware (one gpucluster_node), and Weight only orders unequal nodes
+    (slurm.conf(5), NodeName ... Weight: "lowest weight which satisfies their requirements").
+    MIG nodes (compute/mig.py, plan.gpu.mig) get a line of their own: Gres=gpu:<profile>:<n> per
+    MIG profile (data: the template writes each as a line; the audit, the Kubernetes path and tools/bench
+    read it)."""
+    node = site.node
+    gtype = _gpu_type(node.gpu_model)
+    return [
+        SlurmNode(
+            nodes=nodes,
+            cpus=node.cores * node.threads_per_core,
+            boards=BOARDS,
+            sockets_per_board=node.cpu_sockets,
+            cores_per_socket=node.cores_per_socket,
+            threads_per_core=node.threads_per_core,
+            real_memory=real_memory,
+            gres=gres,
+            features=list(group["features"]),
+        ).as_dict()
+        for group in groups
+        for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
+    ]
+
+
+def _plugins(lab: Mapping[str, Any]) -> Plugins:
+    """The production plugins, or the lab's overrides (``gpucluster_lab``)."""
+    return {
+        "proctrack_type": lab.get("slurm_proctrack", PRODUCTION["proctrack_type"]),
+        "task_plugin": lab.get("slurm_task_plugin", PRODUCTION["task_plugin"]),
+        "jobacct_gather_type": lab.get("slurm_jobacct_gather", PRODUCTION["jobacct_gather_type"]),
+        "prolog_flags": lab.get("slurm_prolog_flags", PRODUCTION["prolog_flags"]),
+    }
+
+
+def _partitions(nodes_expr: str, compute_nodes: int) -> list[Partition]:
+    """``gpu`` (the default) and, with more than one node, a 30-minute ``debug`` partition."""
+    partitions: list[Partition] = [
+        {"name": "gpu", "nodes": nodes_expr, "default": True, "max_time": "INFINITE"},
+    ]
+    if compute_nodes > 1:
+        partitions.append({"name": "debug", "nodes": nodes_expr, "default": False, "max_time": "00:30:00"})
+    return partitions
+
+
+def slurm_plan(site: Site, plan: Mapping[str, Any]) -> SlurmSection:
     """slurm.conf/gres.conf/topology.conf content as data for the templates."""
     acct = accounting.accounting_plan(site.slurm, plan)
     lab = site.lab_overrides
@@ -167,12 +237,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     nodes_expr = plan["cluster"]["compute_hostlist"]
     real_memory = memory_after_os_mib(int(node.memory_gib * 1024))  # less the OS reserve (compute/node.py)
     gtype = _gpu_type(node.gpu_model)
-    plugins = {
-        "proctrack_type": lab.get("slurm_proctrack", PRODUCTION["proctrack_type"]),
-        "task_plugin": lab.get("slurm_task_plugin", PRODUCTION["task_plugin"]),
-        "jobacct_gather_type": lab.get("slurm_jobacct_gather", PRODUCTION["jobacct_gather_type"]),
-        "prolog_flags": lab.get("slurm_prolog_flags", PRODUCTION["prolog_flags"]),
-    }
+    plugins = _plugins(lab)
     # PrivateData, block_null_hash, pam_slurm_adopt (tenancy.py): adoption adds PrologFlags=Contain, in the
     # lab too (the extern step works with the lab's proctrack/linuxproc; only its cgroup is missing there)
     tenants = tenancy.tenancy_plan(site.slurm, plugins["prolog_flags"])
@@ -187,11 +252,6 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
             for _nodes, gres in mig.node_gres(nodes_expr, plan["gpu"].get("mig"), gtype, node.gpus_per_node)
         ],
     )
-    partitions = [
-        {"name": "gpu", "nodes": nodes_expr, "default": True, "max_time": "INFINITE"},
-    ]
-    if plan["cluster"]["compute_nodes"] > 1:
-        partitions.append({"name": "debug", "nodes": nodes_expr, "default": False, "max_time": "00:30:00"})
     return {
         "cluster_name": site.name.lower(),
         "controller": site.head,
@@ -204,27 +264,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
             addresses={"hosts": {n: h["addresses"] for n, h in plan["hosts"].items()}},
             lab=lab,
         ),
-        # one NodeName line per set of nodes with the same Features (accounting.py: GPU type, fabric,
-        # scalable unit, cooling), so users can pick nodes with --constraint; no Weight= because every
-        # compute node has the same hardware (one gpucluster_node), and Weight only orders unequal nodes
-        # (slurm.conf(5), NodeName ... Weight: "lowest weight which satisfies their requirements")
-        # MIG nodes (compute/mig.py) get a line of their own: Gres=gpu:<profile>:<n> per MIG profile
-        # (data: the template writes each as a line; the audit, the Kubernetes path and tools/bench read it)
-        "nodes": [
-            SlurmNode(
-                nodes=nodes,
-                cpus=node.cores * node.threads_per_core,
-                boards=BOARDS,
-                sockets_per_board=node.cpu_sockets,
-                cores_per_socket=node.cores_per_socket,
-                threads_per_core=node.threads_per_core,
-                real_memory=real_memory,
-                gres=gres,
-                features=list(group["features"]),
-            ).as_dict()
-            for group in acct["node_features"]
-            for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
-        ],
+        "nodes": _node_lines(site, acct["node_features"], plan, real_memory),
         "accounting": acct,
         "accounting_tres": mig.accounting_tres(plan["gpu"].get("mig"), gtype),
         "real_memory_mib": real_memory,
@@ -233,9 +273,14 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
         "gres_conf_lines": _gres_conf(site, plan, with_cores=not lab.get("slurm_gres_no_cores", False)),
         # the MIG nodes: what gpucluster-mig-gres checks their driver's MIG devices against (compute/mig.py)
         "gres_mig": mig.gres_mig(plan["gpu"].get("mig"), gtype),
-        "partitions": partitions,
+        "partitions": _partitions(nodes_expr, plan["cluster"]["compute_nodes"]),
         "plugins": plugins,
-        "tenancy": {k: v for k, v in tenants.items() if k != "prolog_flags"},
+        "tenancy": {
+            "private_data": tenants["private_data"],
+            "dbd_private_data": tenants["dbd_private_data"],
+            "communication_parameters": tenants["communication_parameters"],
+            "pam_adopt": tenants["pam_adopt"],
+        },
         "slurmd_parameters": lab.get("slurmd_parameters", ""),
         "select_type": "select/cons_tres",
         # topology/tree from the fabric's switches, or topology/block per multi-node NVLink domain (NVL72),
@@ -253,7 +298,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _topology(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
+def _topology(site: Site, plan: Mapping[str, Any]) -> SlurmTopology:
     """slurm.conf's TopologyPlugin and topology/block's blocks (slurm/topology.py)."""
     topo = topology.topology_plan(
         GPUS[plan["gpu"]["model"]["key"]],
@@ -264,7 +309,7 @@ def _topology(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     return {"topology_plugin": topo["plugin"], "topology_blocks": topo["blocks"]}
 
 
-def _mpi(site: Site, plan: dict[str, Any], lab: dict[str, Any]) -> dict[str, Any]:
+def _mpi(site: Site, plan: Mapping[str, Any], lab: Mapping[str, object]) -> Mpi:
     """MpiDefault and the UCX / Open MPI files (slurm/mpi.py). Lab override: containers have no HCA,
     so UCX runs over TCP instead of the fabric's rails."""
     fab = plan["fabric"]

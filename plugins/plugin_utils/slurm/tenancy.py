@@ -24,9 +24,9 @@ No I/O; pure functions.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import TenancyPlan
 
 FIELD = "gpucluster_slurm"
 #: slurm.conf PrivateData: jobs (squeue, scontrol show job, sacct), usage (sshare), users and accounts
@@ -62,7 +62,7 @@ def _flags(base: str) -> str:
     return ",".join(flags)
 
 
-def tenancy_plan(section: Any, prolog_flags: str) -> dict[str, Any]:
+def tenancy_plan(section: object, prolog_flags: str) -> TenancyPlan:
     """``plan.slurm.tenancy``: PrivateData, CommunicationParameters and the compute nodes' ssh admission.
 
     ``section``: ``gpucluster_slurm`` (or None): ``pam_slurm_adopt`` (bool, default true) and

@@ -20,11 +20,10 @@ compute count must fill whole domains. No I/O.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.model import TopologyBlock, TopologyPlan
 
 #: the first Slurm release with topology/block (dossier 8.2, docs/sources.md [SL2])
 BLOCK_MIN_SLURM = (23, 11)
@@ -41,7 +40,7 @@ def _version(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def nvlink_blocks(model: GpuModel, gpus_per_node: int, compute_hosts: list[str]) -> list[dict[str, Any]]:
+def nvlink_blocks(model: GpuModel, gpus_per_node: int, compute_hosts: list[str]) -> list[TopologyBlock]:
     """One block per multi-node NVLink domain ([] where the domain is one node or there is none)."""
     domain = model.nvlink_domain_gpus
     if not domain or domain <= gpus_per_node:
@@ -69,9 +68,9 @@ def topology_plan(
     model: GpuModel,
     gpus_per_node: int,
     compute_hosts: list[str],
-    tree_switches: list[Any],
+    tree_switches: list[object],
     slurm_version: str = TARGET_SLURM,
-) -> dict[str, Any]:
+) -> TopologyPlan:
     """The topology plugin and its blocks: ``plugin`` ("" for none), ``blocks`` (topology/block only), ``reason``.
 
     PlanError where the NVLink domain spans nodes and ``slurm_version`` predates topology/block."""
@@ -82,7 +81,7 @@ def topology_plan(
                 "gpucluster_node.gpu_model",
                 model.key,
                 f"a model whose NVLink domain fits in one node on {TARGET_OS}: {model.key}'s domain of "
-                f"{model.nvlink_domain_gpus} GPUs spans {model.nvlink_domain_gpus // gpus_per_node} nodes and "
+                f"{domain} GPUs spans {domain // gpus_per_node} nodes and "
                 f"needs Slurm's topology/block ({BLOCK_DOC}), which Slurm "
                 f"{'.'.join(map(str, BLOCK_MIN_SLURM))} introduced; {TARGET_OS} ships slurm-wlm {slurm_version} "
                 "(topology/tree only, which would let jobs straddle NVLink domains)",
@@ -90,14 +89,14 @@ def topology_plan(
         return {
             "plugin": BLOCK,
             "blocks": nvlink_blocks(model, gpus_per_node, compute_hosts),
-            "reason": f"{model.key}: one block per {model.nvlink_domain_gpus}-GPU NVLink domain",
+            "reason": f"{model.key}: one block per {domain}-GPU NVLink domain",
         }
     if tree_switches:
         return {"plugin": TREE, "blocks": [], "reason": "the fabric's switches (NVLink ends at the node)"}
     return {"plugin": "", "blocks": [], "reason": "no switched fabric"}
 
 
-def block_conf_text(blocks: list[dict[str, Any]]) -> str:
+def block_conf_text(blocks: list[TopologyBlock]) -> str:
     """topology.conf for topology/block: ``BlockName=<name> Nodes=<hostlist>`` per block ("" for none)."""
     return "".join(f"BlockName={b['name']} Nodes={b['nodes']}\n" for b in blocks)
 

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import gpu_model
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import alerts as mon
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import rulebook
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (Debian package prometheus)")
@@ -163,12 +164,12 @@ def test_each_boundary_is_tested_at_the_plan_value(tier: str) -> None:
     names = {t["name"] for t in yaml.safe_load(mon.rule_tests_yaml(m["rule_tests"]))["tests"]}
     for alert, t in m["thresholds"].items():
         at, beyond = ("fire", "quiet") if t["op"] in (">=", "<=") else ("quiet", "fire")
-        assert f"{alert} {at} at {mon._num(t['value'])}" in names
+        assert f"{alert} {at} at {rulebook.num(t['value'])}" in names
         step = t[beyond] - t["value"]
         assert 0 < abs(step) <= 1, alert
         away = {">=": -1, "<=": 1, ">": 1, "<": -1}[t["op"]]  # where the other case sits
         assert step * away > 0, alert
-        assert f"{alert} {beyond} at {mon._num(t[beyond])}" in names
+        assert f"{alert} {beyond} at {rulebook.num(t[beyond])}" in names
 
 
 # --- thresholds are the plan's numbers ----------------------------------------------------
@@ -336,7 +337,7 @@ def test_the_rule_tests_are_kept_out_of_the_rule_folder() -> None:
 
 def test_an_alert_without_help_is_refused() -> None:
     with pytest.raises(ValueError, match="NewAlert has no ALERT_HELP entry"):
-        mon._Rules("http://h:3000").annotations("NewAlert", "x", set())
+        rulebook.RuleBook("http://h:3000").annotations("NewAlert", "x", set())
 
 
 @pytest.mark.parametrize("tier", TIERS)
