@@ -44,6 +44,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
     check_range,
     require,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 
 FIELD = "gpucluster_slurm"
 
@@ -254,10 +255,11 @@ def _features(plan: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dict[str, Any]:
+def accounting_plan(section: JsonValue, plan: dict[str, Any]) -> dict[str, Any]:
     """``plan["slurm"]["accounting"]``: priority, preemption, QOS, accounts and node features."""
     section = section or {}
     require(isinstance(section, dict), FIELD, section, "a mapping (priority_weights, qos, preempt_mode, ...)")
+    section = section if isinstance(section, dict) else {}  # gpucluster_slurm as written (the Site's): a mapping
     gpus_total = plan["cluster"]["gpus_total"]
     preempt_mode = check_choice(
         section.get("preempt_mode", DEFAULT_PREEMPT_MODE), f"{FIELD}.preempt_mode", PREEMPT_MODES
@@ -274,7 +276,7 @@ def accounting_plan(section: dict[str, Any] | None, plan: dict[str, Any]) -> dic
     max_age = int(
         check_range(section.get("max_age_days", DEFAULT_MAX_AGE_DAYS), f"{FIELD}.max_age_days", 0, 365, integer=True)
     )
-    default_account = section.get("default_account", DEFAULT_ACCOUNT)
+    default_account = str(section.get("default_account", DEFAULT_ACCOUNT))
     tenant_names = {t["name"] for t in plan.get("tenants") or []}
     require(
         default_account not in tenant_names or not tenant_names,

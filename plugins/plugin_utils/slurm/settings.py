@@ -175,7 +175,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> dict[str, Any]:
     }
     # PrivateData, block_null_hash, pam_slurm_adopt (tenancy.py): adoption adds PrologFlags=Contain, in the
     # lab too (the extern step works with the lab's proctrack/linuxproc; only its cgroup is missing there)
-    tenants = tenancy.tenancy_plan(site.slurm, plugins["prolog_flags"])
+    tenants = tenancy.tenancy_plan(site.slurm, str(plugins["prolog_flags"]))
     plugins["prolog_flags"] = tenants["prolog_flags"]
     # a job's default CPUs and memory per GPU (DefCpuPerGPU, DefMemPerGPU): the node line with the most GPUs
     per_gpu = gpu_defaults(
