@@ -30,11 +30,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices
     STORAGE_GROUPS,
     STORAGE_TYPES,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
-    PlanError,
-    check_choice,
-    require,
-)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.fields import (
     get,
     given,
@@ -348,7 +344,6 @@ __all__ = [
     "Lustre",
     "Nic",
     "Node",
-    "PlanError",
     "Site",
     "Storage",
     "Workload",
