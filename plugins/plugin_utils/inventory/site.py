@@ -155,6 +155,7 @@ def load_site(raw: Mapping[str, object], groups: dict[str, list[str]]) -> Site:
     clock_policy = check_choice(
         policy.get("clock_policy", GpuPolicy.clock_policy), "gpucluster_gpu_policy.clock_policy", CLOCK_POLICIES
     )
+    domain = text(cluster, "gpucluster_cluster", "domain", "cluster.internal")
     hosts = hosts_from_groups(groups)
     facility = section(raw, "gpucluster_facility")
     network = section(raw, "gpucluster_network")
@@ -165,7 +166,7 @@ def load_site(raw: Mapping[str, object], groups: dict[str, list[str]]) -> Site:
     return Site(
         name=name,
         tier=tier,
-        domain=text(cluster, "gpucluster_cluster", "domain", "cluster.internal"),
+        domain=domain,
         hosts=hosts,
         node=node,
         network=network,
