@@ -77,7 +77,7 @@ def gpu_clocks(
     *,
     sm_mhz: int | None = None,
     mem_mhz: int | None = None,
-    power_cap_w: int | None = None,
+    power_cap_w: float | None = None,
     power_limit: PowerLimit | None = None,
     requested: tuple[int, str] | None = None,
     field: str = "gpucluster_gpu_policy",

@@ -35,7 +35,7 @@ def fabric_plan(site: Site) -> dict[str, Any]:
         require(bool(nics), "gpucluster_node.nics", [], "at least one NIC with purpose compute when there is a fabric")
     rate = f.link_rate_gbps
     cabling = site_cabling(
-        site.fabric,  # the switches and spines: fabric/cabling.py checks them
+        site.fabric_model.tree,  # the switches and spines as written: fabric/cabling.py checks them
         fabric_type=ftype,
         topology=topology if ftype in RDMA_FABRICS else "none",
         compute_hosts=site.compute_hosts,

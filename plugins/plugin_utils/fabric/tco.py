@@ -429,7 +429,7 @@ def fabric_tco_for(source: dict[str, Any], *, text: bool = False) -> dict[str, A
 def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
     """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py): the site's own
     fabric kind priced on the plan's cabling, the other kind on the same tree with its own switch."""
-    f = site.fabric
+    f = site.fabric_model.tree  # the switch tree as written (switch_radix, spines, ...)
     return fabric_tco(
         topology=fab["topology"],
         compute_hosts=list(site.compute_hosts),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 
 @dataclass
@@ -71,8 +71,34 @@ def require(condition: bool, field: str, value: Any, allowed: str) -> None:
         raise PlanError(field, value, allowed)
 
 
+# an integer range returns an int (int(value)), any other a float; an int is a float where a caller reads one
+# (PEP 484's numeric tower), which mypy's overlap check does not count
+@overload
+def check_range(  # type: ignore[overload-overlap]
+    value: object,
+    field: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: Literal[True],
+    unit: str = "",
+) -> int: ...
+
+
+@overload
 def check_range(
-    value: Any,
+    value: object,
+    field: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: bool = False,
+    unit: str = "",
+) -> float: ...
+
+
+def check_range(
+    value: object,
     field: str,
     low: float | None = None,
     high: float | None = None,
@@ -97,8 +123,8 @@ def check_range(
     return int(value) if integer else float(value)
 
 
-def check_choice(value: Any, field: str, choices: list[str] | tuple[str, ...]) -> str:
+def check_choice(value: object, field: str, choices: list[str] | tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``choices``; otherwise raise PlanError."""
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise PlanError(field, value, "one of " + ", ".join(choices))
     return value

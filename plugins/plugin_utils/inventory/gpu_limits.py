@@ -11,7 +11,6 @@ check at run time still compares it), so a typo cannot lift a clock or power lim
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
@@ -32,7 +31,7 @@ def query(key: str) -> str:
     return f"nvidia-smi --query-gpu={LIMITS[key][0]} --format=csv"
 
 
-def apply_gpu_limits(gpu: GpuModel, limits: Any, field: str = FIELD) -> GpuModel:
+def apply_gpu_limits(gpu: GpuModel, limits: object, field: str = FIELD) -> GpuModel:
     """``gpu`` with the site's values for its unknown limits; PlanError for an unknown key, a value out of
     range, a value the catalog already has, or a minimum above the maximum."""
     if limits is None:
@@ -54,7 +53,14 @@ def apply_gpu_limits(gpu: GpuModel, limits: Any, field: str = FIELD) -> GpuModel
                 "with the hardware at run time",
             )
         values[key] = int(check_range(value, f"{field}.{key}", low, high, integer=True, unit=unit))
-    merged = dataclasses.replace(gpu, **values)
+    merged = dataclasses.replace(
+        gpu,
+        max_sm_mhz=values.get("max_sm_mhz", gpu.max_sm_mhz),
+        max_mem_mhz=values.get("max_mem_mhz", gpu.max_mem_mhz),
+        power_min_w=values.get("power_min_w", gpu.power_min_w),
+        power_default_w=values.get("power_default_w", gpu.power_default_w),
+        power_max_w=values.get("power_max_w", gpu.power_max_w),
+    )
     for low_key, high_key in (("power_min_w", "power_default_w"), ("power_default_w", "power_max_w")):
         low, high = getattr(merged, low_key), getattr(merged, high_key)
         if low is not None and high is not None and low > high:

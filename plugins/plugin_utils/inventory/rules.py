@@ -30,7 +30,8 @@ Pure Python, no I/O.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeGuard
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import (
@@ -42,7 +43,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices
     STORAGE_GROUPS,
     STORAGE_TYPES,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 
 #: Folders whose content does not survive a reboot or is memory (FHS 3.0 §3.15, §5.13 and §5.15: /var/run
 #: and /var/lock are compatibility links to /run; /tmp and /var/tmp are cleaned; /dev/shm is a tmpfs):
@@ -79,11 +80,11 @@ SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
-def _map(value: Any) -> dict[str, Any]:
+def _map(value: object) -> Mapping[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -95,7 +96,7 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def check_paths(raw: dict[str, Any]) -> None:
+def check_paths(raw: Mapping[str, object]) -> None:
     """No data path on a volatile folder, no component longer than NAME_MAX."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA, field_path
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.values import PATH_FIELDS_EXEMPT, _typed
@@ -125,12 +126,12 @@ def check_paths(raw: dict[str, Any]) -> None:
         )
 
 
-def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
+def check_storage(raw: Mapping[str, object], groups: Mapping[str, list[str]]) -> None:
     """Sections and server groups of the storage's own type; rated rates; the paths apart; layouts' sizes."""
     p = "gpucluster_storage"
     storage = _map(raw.get(p))
     kind = storage.get("type")
-    if kind in SERVER_GROUPS:
+    if isinstance(kind, str) and kind in SERVER_GROUPS:
         for other in STORAGE_SECTIONS:
             require(
                 other == kind or other not in storage,
@@ -175,8 +176,8 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
     _check_checkpoints(storage, paths.get("checkpoints"))
     layouts = _map(_map(storage.get("lustre")).get("layouts"))
     for name, components in layouts.items():
-        for i, comp in enumerate(components if isinstance(components, list) else []):
-            comp = _map(comp)
+        for i, component in enumerate(components if isinstance(components, list) else []):
+            comp = _map(component)
             where = f"{p}.lustre.layouts.{name}[{i}]"
             size = comp.get("stripe_size")
             if _number(size):
@@ -197,21 +198,20 @@ def check_storage(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
                 )
 
 
-def storage_mounts(storage: dict[str, Any]) -> list[str]:
+def storage_mounts(storage: Mapping[str, object]) -> list[str]:
     """Where the storage of the site's type is mounted on a compute node, as site.py's Storage.mount_points
     reads it (the section's ``mount_point`` and its exports'), Lustre's default ``/lustre/<fsname>`` too."""
     kind = storage.get("type")
     section = _map(storage.get(kind)) if isinstance(kind, str) else {}
-    found = [
-        _map(e).get("mount_point") for e in section.get("exports") or [] if isinstance(section.get("exports"), list)
-    ]
+    exports = section.get("exports")
+    found = [_map(e).get("mount_point") for e in exports] if isinstance(exports, list) else []
     found.append(section.get("mount_point"))
     if kind == "lustre" and not isinstance(section.get("mount_point"), str):
         found.append(f"/lustre/{section.get('fsname', 'lustre')}")  # site.py's Lustre default
     return [m for m in found if isinstance(m, str) and m.startswith("/")]
 
 
-def _check_checkpoints(storage: dict[str, Any], checkpoints: Any) -> None:
+def _check_checkpoints(storage: Mapping[str, object], checkpoints: object) -> None:
     """The checkpoint path on the file system every node mounts (a shared type: storage/checkpoint.py
     SHARED_TYPES), or on the node's NVMe array (local_nvme: tier1 saves to local NVMe, one node)."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.checkpoint import SHARED_TYPES
@@ -235,7 +235,7 @@ def _check_checkpoints(storage: dict[str, Any], checkpoints: Any) -> None:
     )
 
 
-def check_fabric(raw: dict[str, Any]) -> None:
+def check_fabric(raw: Mapping[str, object]) -> None:
     """No section of another fabric type; every compute NIC at least the fabric's link rate."""
     p = "gpucluster_fabric"
     fabric = _map(raw.get(p))
@@ -258,8 +258,8 @@ def check_fabric(raw: dict[str, Any]) -> None:
     nics = _map(raw.get("gpucluster_node")).get("nics")
     if not _number(rate) or kind in (None, "none"):
         return
-    for i, nic in enumerate(nics if isinstance(nics, list) else []):
-        nic = _map(nic)
+    for i, item in enumerate(nics if isinstance(nics, list) else []):
+        nic = _map(item)
         own = nic.get("rate_gbps")
         if nic.get("purpose") == "compute" and _number(own):
             require(
@@ -271,7 +271,7 @@ def check_fabric(raw: dict[str, Any]) -> None:
             )
 
 
-def check_facility(raw: dict[str, Any]) -> None:
+def check_facility(raw: Mapping[str, object]) -> None:
     """A circuit's voltage, phases and breaker in their physical ranges, before power.py divides by them."""
     p = "gpucluster_facility"
     fac = _map(raw.get(p))
@@ -288,7 +288,7 @@ def check_facility(raw: dict[str, Any]) -> None:
         require(amps > 0, f"{p}.breaker_amps", amps, "a breaker rating in A above 0")
 
 
-def check_node(raw: dict[str, Any], tier: Any, fabric_type: Any) -> None:
+def check_node(raw: Mapping[str, object], tier: object, fabric_type: object) -> None:
     """An SXM board of 4 or 8 GPUs; more compute NICs than GPUs names the GPU count the user set."""
     p = "gpucluster_node"
     node = _map(raw.get(p))
@@ -304,7 +304,10 @@ def check_node(raw: dict[str, Any], tier: Any, fabric_type: Any) -> None:
             f"the GPUs of one SXM baseboard of {node.get('gpu_model')}: "
             f"{' or '.join(str(n) for n in SXM_BOARD_SIZES)} (HGX boards hold 4 or 8; a node has one board)",
         )
-    nics = [n for n in node.get("nics") or [] if isinstance(n, dict) and n.get("purpose") == COMPUTE]
+    listed = node.get("nics") or []
+    nics = (
+        [n for n in listed if isinstance(n, dict) and n.get("purpose") == COMPUTE] if isinstance(listed, list) else []
+    )
     one_per_gpu = node.get("one_compute_nic_per_gpu", True) is not False
     if one_per_gpu and tier != "tier1" and fabric_type not in (None, "none") and len(nics) > count:
         require(
@@ -316,7 +319,7 @@ def check_node(raw: dict[str, Any], tier: Any, fabric_type: Any) -> None:
         )
 
 
-def check_network(raw: dict[str, Any]) -> None:
+def check_network(raw: Mapping[str, object]) -> None:
     """A pool's ``first_offset`` inside its network (the fabric's: inside one rail)."""
     p = "gpucluster_network"
     pools = _map(raw.get(p))
@@ -326,6 +329,8 @@ def check_network(raw: dict[str, Any]) -> None:
         if not isinstance(offset, int) or isinstance(offset, bool) or not isinstance(cidr, str) or "/" not in cidr:
             continue
         prefix = pool.get("rail_prefix") if name == "fabric" else cidr.rsplit("/", 1)[1]
+        if not isinstance(prefix, (int, float, str)):
+            continue  # int() of it: a TypeError
         try:
             size = 2 ** (32 - int(prefix))
         except (TypeError, ValueError):
@@ -340,17 +345,17 @@ def check_network(raw: dict[str, Any]) -> None:
         )
 
 
-def check_qos(raw: dict[str, Any]) -> None:
+def check_qos(raw: Mapping[str, object]) -> None:
     """No QOS preemption cycle, with the built-in QOS merged by name as slurm/accounting.py merges them."""
     p = "gpucluster_slurm.qos"
     items = _map(raw.get("gpucluster_slurm")).get("qos")
     edges = {name: list(targets) for name, targets in BUILTIN_PREEMPT.items()}
     where: dict[str, str] = {}
     for item in (_map(i) for i in (items if isinstance(items, list) else [])):
-        name = item.get("name")
-        if isinstance(name, str) and isinstance(item.get("preempt"), list):
+        name, preempt = item.get("name"), item.get("preempt")
+        if isinstance(name, str) and isinstance(preempt, list):
             # a QOS preempting itself is slurm/accounting.py's own error (it names the QOS): not a cycle here
-            edges[name] = [str(t) for t in item["preempt"] if str(t) != name]
+            edges[name] = [str(t) for t in preempt if str(t) != name]
             where[name] = f"{p}[{name}].preempt"
     for start in sorted(edges):
         path = _cycle(start, edges)
@@ -380,7 +385,7 @@ def _cycle(start: str, edges: dict[str, list[str]]) -> list[str]:
     return []
 
 
-def check_slurm_state(raw: dict[str, Any]) -> None:
+def check_slurm_state(raw: Mapping[str, object]) -> None:
     """The Slurm controllers' shared state mounted read-write (slurmctld writes it every few seconds)."""
     mount = _map(_map(raw.get("gpucluster_slurm")).get("state_save_mount"))
     options = mount.get("options")
@@ -395,7 +400,7 @@ def check_slurm_state(raw: dict[str, Any]) -> None:
         )
 
 
-def check_names(raw: dict[str, Any], groups: dict[str, list[str]], scheduler: Any) -> None:
+def check_names(raw: Mapping[str, object], groups: Mapping[str, list[str]], scheduler: object) -> None:
     """The cluster's name fit for every object it names; no host named localhost; no compute storage server."""
     name = _map(raw.get("gpucluster_cluster")).get("name")
     if isinstance(name, str) and name:
@@ -433,23 +438,24 @@ def check_names(raw: dict[str, Any], groups: dict[str, list[str]], scheduler: An
         )
 
 
-def check_credentials(raw: dict[str, Any]) -> None:
+def check_credentials(raw: Mapping[str, object]) -> None:
     """Every registry credential NAME one of the secrets the site declares (``gpucluster_secrets``), at plan
     time: the secret store is the site's, so the inventory names what it holds and the plan checks against
     that list instead of a credential nobody provides being found later, by a user's failed pull."""
     p = "gpucluster_secrets"
     declared = raw.get(p)
     if declared is not None:
-        require(isinstance(declared, list), p, declared, "a list of secret NAMES ([ngc, registry_ro])")
+        if not isinstance(declared, list):
+            raise PlanError(p, declared, "a list of secret NAMES ([ngc, registry_ro])")
         seen: set[str] = set()
         for i, name in enumerate(declared):
-            require(
-                isinstance(name, str) and bool(SECRET_NAME.fullmatch(name)),
-                f"{p}[{i}]",
-                name,
-                "a secret's NAME in the site's secret store (a letter or '_', then letters, digits, '_'; at most 64), "
-                "never its value",
-            )
+            if not (isinstance(name, str) and SECRET_NAME.fullmatch(name)):
+                raise PlanError(
+                    f"{p}[{i}]",
+                    name,
+                    "a secret's NAME in the site's secret store (a letter or '_', then letters, digits, '_'; at most "
+                    "64), never its value",
+                )
             require(name not in seen, f"{p}[{i}]", name, "each secret name once")
             seen.add(name)
     registries = _map(raw.get("gpucluster_containers")).get("registries")
@@ -475,7 +481,7 @@ def check_credentials(raw: dict[str, Any]) -> None:
         )
 
 
-def check_rules(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
+def check_rules(raw: Mapping[str, object], groups: Mapping[str, list[str]]) -> None:
     """Raise PlanError for the first value of round three's rules (module docstring)."""
     cluster = _map(raw.get("gpucluster_cluster"))
     check_names(raw, groups, cluster.get("scheduler", "slurm"))

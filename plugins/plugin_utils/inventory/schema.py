@@ -17,7 +17,7 @@ import json
 import math
 import pkgutil
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 try:
@@ -218,7 +218,7 @@ def check_text_and_numbers(data: Any, path: list[Any] | None = None) -> None:
         raise error
 
 
-def check_inventory(raw: dict[str, Any]) -> None:
+def check_inventory(raw: Mapping[str, object]) -> None:
     """Raise PlanError for the first place ``raw`` (the ``gpucluster_*`` variables) breaks the schema:
     first a control character in any string or a non-finite number anywhere, then the schema."""
     check_text_and_numbers({k: v for k, v in raw.items() if k not in RUNTIME_NAMES})

@@ -15,14 +15,20 @@ nobody is guaranteed); a team never gets more than one GPU above its exact share
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
+    PlanError,
     check_choice,
     check_range,
     require,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import (
+    JsonValue,
+    TenantRow,
+    TenantsSection,
 )
 
 FIELD = "gpucluster_tenants"
@@ -74,7 +80,17 @@ class Tenant:
     users: list[str] = field(default_factory=list)
 
 
-def scheduler(cluster: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class _Team:
+    """A team as checked, before its share becomes GPUs."""
+
+    name: str
+    share: float
+    limit: float
+    users: list[str]
+
+
+def scheduler(cluster: Mapping[str, object]) -> str:
     """``gpucluster_cluster.scheduler``: slurm (default) or kubernetes."""
     value = cluster.get("scheduler")
     return DEFAULT_SCHEDULER if value is None else check_choice(value, "gpucluster_cluster.scheduler", SCHEDULERS)
@@ -93,7 +109,7 @@ def largest_remainder(shares: list[float], total: int) -> list[int]:
     return out
 
 
-def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
+def tenants(raw: JsonValue, gpus_total: int) -> list[Tenant]:
     """Check ``gpucluster_tenants`` and size each team's share in GPUs (largest remainder: shares summing
     to 100 % give exactly the cluster's GPUs).
 
@@ -102,12 +118,17 @@ def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
     """
     if raw is None:
         return []
-    require(isinstance(raw, list), FIELD, raw, "a list of teams: {name, gpu_share_percent, ...}")
-    checked: list[dict[str, Any]] = []
+    if not isinstance(raw, list):
+        raise PlanError(FIELD, raw, "a list of teams: {name, gpu_share_percent, ...}")
+    checked: list[_Team] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
         where = f"{FIELD}[{i}]"
+        if not isinstance(item, dict):  # the schema's items are mappings: a caller that skipped it
+            raise PlanError(where, item, "a mapping: {name, gpu_share_percent, ...}")
         name = item["name"]
+        if not isinstance(name, str):
+            raise PlanError(f"{where}.name", name, "a team name")
         require(name not in seen, f"{where}.name", name, "a name no other team has")
         seen.add(name)
         share = check_range(item["gpu_share_percent"], f"{where}.gpu_share_percent", 0, 100, unit="%")
@@ -115,34 +136,35 @@ def tenants(raw: Any, gpus_total: int) -> list[Tenant]:
         limit = check_range(
             item.get("borrowing_limit_percent", 100), f"{where}.borrowing_limit_percent", 0, 100, unit="%"
         )
-        users = list(item.get("users") or [])
+        given = item.get("users") or []
+        users = [str(u) for u in given] if isinstance(given, list) else []
         require(len(set(users)) == len(users), f"{where}.users", users, "each user name once")
-        checked.append({"name": name, "share": share, "limit": limit, "users": users})
-    total = sum(t["share"] for t in checked)
+        checked.append(_Team(name, share, limit, users))
+    total = sum(t.share for t in checked)
     require(
         total <= 100 + 1e-9,  # decimals that sum to 100 % in binary floating point may land a hair above
         FIELD,
         f"shares summing to {total:g}%",
         "gpu_share_percent values summing to at most 100% (each share is a guarantee of the cluster's GPUs)",
     )
-    gpus = largest_remainder([t["share"] for t in checked], gpus_total)
+    gpus = largest_remainder([t.share for t in checked], gpus_total)
     out: list[Tenant] = []
     for i, (t, n) in enumerate(zip(checked, gpus, strict=True)):
         require(
             n >= 1,
             f"{FIELD}[{i}].gpu_share_percent",
-            t["share"],
+            t.share,
             f"a share of at least one GPU: >= {100 / gpus_total:g}% of this cluster's {gpus_total} GPUs",
         )
         out.append(
             Tenant(
-                name=t["name"],
-                gpu_share_percent=t["share"],
+                name=t.name,
+                gpu_share_percent=t.share,
                 gpus=n,
-                borrowing_limit_percent=t["limit"],
-                borrowing_limit_gpus=math.floor(gpus_total * t["limit"] / 100),
-                fairshare=max(1, round(t["share"])),
-                users=t["users"],
+                borrowing_limit_percent=t.limit,
+                borrowing_limit_gpus=math.floor(gpus_total * t.limit / 100),
+                fairshare=max(1, round(t.share)),
+                users=t.users,
             )
         )
     return out
@@ -155,7 +177,7 @@ def reserved_namespace(name: str, rendered: tuple[str, ...] = ()) -> bool:
     return name in RESERVED_NAMESPACES or name in rendered or name.startswith(RESERVED_PREFIXES)
 
 
-def check_namespaces(teams: list[dict[str, Any]], rendered: tuple[str, ...] = ()) -> None:
+def check_namespaces(teams: Sequence[Mapping[str, object]], rendered: tuple[str, ...] = ()) -> None:
     """Refuse a team named like a namespace the cluster's system, its operators or the plan itself use
     (on Kubernetes a team gets ``edit`` in the namespace of its name; ``rendered``: the plan's own)."""
     reserved = sorted({*RESERVED_NAMESPACES, *rendered})
@@ -171,6 +193,18 @@ def check_namespaces(teams: list[dict[str, Any]], rendered: tuple[str, ...] = ()
         )
 
 
-def tenants_plan(raw: Any, gpus_total: int) -> list[dict[str, Any]]:
+def tenants_plan(raw: JsonValue, gpus_total: int) -> TenantsSection:
     """``plan["tenants"]``: the checked teams as plain data, in inventory order."""
-    return [asdict(t) for t in tenants(raw, gpus_total)]
+    return [_row(t) for t in tenants(raw, gpus_total)]
+
+
+def _row(t: Tenant) -> TenantRow:
+    return {
+        "name": t.name,
+        "gpu_share_percent": t.gpu_share_percent,
+        "gpus": t.gpus,
+        "borrowing_limit_percent": t.borrowing_limit_percent,
+        "borrowing_limit_gpus": t.borrowing_limit_gpus,
+        "fairshare": t.fairshare,
+        "users": list(t.users),
+    }

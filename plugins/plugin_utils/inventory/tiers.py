@@ -7,10 +7,10 @@ template for larger sites.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import TierSection
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,18 @@ def tier_profile(name: str, field: str = "gpucluster_cluster.tier") -> TierProfi
     return TIERS[name]
 
 
-def tier_as_dict(profile: TierProfile) -> dict[str, Any]:
-    out = asdict(profile)
-    out["storage_read_gbps"] = list(profile.storage_read_gbps)
-    out["storage_write_gbps"] = list(profile.storage_write_gbps)
-    return out
+def tier_as_dict(profile: TierProfile) -> TierSection:
+    """``plan["tier"]``: the profile's fields, its ranges as lists."""
+    return {
+        "name": profile.name,
+        "nodes": profile.nodes,
+        "gpus": profile.gpus,
+        "fabric": profile.fabric,
+        "topology": profile.topology,
+        "storage_type": profile.storage_type,
+        "storage_read_gbps": list(profile.storage_read_gbps),
+        "storage_write_gbps": list(profile.storage_write_gbps),
+        "scheduler": profile.scheduler,
+        "training_fit": profile.training_fit,
+        "capex": profile.capex,
+    }

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import PurePath
-from typing import Any
+from typing import IO, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 
@@ -223,7 +223,7 @@ def coerced_host_names(text: str) -> list[tuple[str, int, str]]:
     return sorted(found, key=lambda f: f[1])
 
 
-def yaml_limits(text: str | bytes) -> tuple[int, str] | None:
+def yaml_limits(text: str | bytes | IO[str] | IO[bytes]) -> tuple[int, str] | None:
     """(line, what is over) for the first place a YAML document goes deeper than :data:`MAX_FILE_DEPTH` or
     uses more than :data:`MAX_FILE_ALIASES` aliases, else None; None too for text that is no YAML (Ansible's
     own error names the file and line).

@@ -26,14 +26,26 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import psu_redundant
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS, GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.schema import SCHEMA, field_path
+
+# the secrets' and package sources' checks, importable from here as before (inventory/secrets.py, sources.py)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.secrets import (
+    check_secrets,
+    secret_shape,
+    value_strings,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.sources import (
+    PACKAGE_SOURCE_VARIABLES,
+    PACKAGE_SOURCES,
+    check_package_sources,
+    key_fingerprints,
+)
 
 #: Kubernetes' four initial namespaces (docs/sources.md [IV1]): a team of that name would get its
 #: RoleBinding and quota inside the control plane's own namespace.
@@ -57,8 +69,8 @@ SYSTEM_USERS = frozenset(
 #: Folders of the operating system (FHS 3.0, docs/sources.md [IV4]): none may be a mount point, an
 #: export, a data, staging or state path. Nothing under the first group may be either: they hold the
 #: system's programs and configuration or are kernel file systems (/proc, /sys, /dev, /run).
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin")
-SYSTEM_TREES += ("/sys", "/usr")
+SYSTEM_TREES: tuple[str, ...] = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc")
+SYSTEM_TREES += ("/run", "/sbin", "/sys", "/usr")
 SYSTEM_FOLDERS = ("/", "/root", "/tmp", "/var", "/var/lib", "/var/log", "/var/tmp", *SYSTEM_TREES)
 #: abs_path fields that name a file the collection reads, not a folder it mounts, exports or fills: each has
 #: its own, narrower rule (conn_auth_file: a file under /etc/beegfs/, storage/beegfs.py ``auth_file``).
@@ -110,31 +122,50 @@ def yaml_reading(name: str) -> str | None:
     return f"the number {value:g}"
 
 
-def _ref(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _ref(schema: Mapping[str, JsonValue]) -> tuple[str, Mapping[str, JsonValue]]:
     name = ""
     while "$ref" in schema:
-        name = schema["$ref"].rsplit("/", 1)[1]
+        name = str(schema["$ref"]).rsplit("/", 1)[1]
         schema = {**SCHEMA["$defs"][name], **{k: v for k, v in schema.items() if k != "$ref"}}
     return name, schema
 
 
-def _typed(data: Any, schema: dict[str, Any], path: list[Any], kind: str) -> Iterator[tuple[list[Any], Any]]:
+def _typed(
+    data: object, schema: Mapping[str, JsonValue], path: list[object], kind: str
+) -> Iterator[tuple[list[object], object]]:
     """Every value in ``data`` whose schema is ``$defs/<kind>``, with its path."""
     name, schema = _ref(schema)
     if name == kind:
         yield path, data
         return
+    items = schema.get("items")
     if isinstance(data, dict):
+        properties = schema.get("properties")
         for key, value in data.items():
-            sub = (schema.get("properties") or {}).get(key)
+            sub = properties.get(key) if isinstance(properties, dict) else None
             if isinstance(sub, dict):
                 yield from _typed(value, sub, [*path, key], kind)
-    elif isinstance(data, list) and isinstance(schema.get("items"), dict):
+    elif isinstance(data, list) and isinstance(items, dict):
         for i, value in enumerate(data):
-            yield from _typed(value, schema["items"], [*path, i], kind)
+            yield from _typed(value, items, [*path, i], kind)
 
 
-def _check_paths(raw: dict[str, Any]) -> None:
+def _mapping(value: object) -> Mapping[str, object]:
+    """``value`` if it is a mapping, else empty (what the schema refused is its error, not this module's)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[object]:
+    """``value`` if it is a list, else empty (as :func:`_mapping`)."""
+    return value if isinstance(value, list) else []
+
+
+def _number(value: object) -> int | float | None:
+    """``value`` if it is a number (not true/false), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _check_paths(raw: Mapping[str, object]) -> None:
     for path, value in _typed(raw, SCHEMA, [], "abs_path"):
         field = field_path(path)
         if field in PATH_FIELDS_EXEMPT or not isinstance(value, str):
@@ -152,7 +183,7 @@ def _check_paths(raw: dict[str, Any]) -> None:
         )
 
 
-def _check_names(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
+def _check_names(raw: Mapping[str, object], groups: Mapping[str, list[str]]) -> None:
     for group in sorted(groups, key=lambda g: (g in ("all", "ungrouped"), g)):
         hosts = groups[group]
         for name in hosts or []:
@@ -168,11 +199,11 @@ def _check_names(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
     for i, team in enumerate(teams if isinstance(teams, list) else []):
         if not isinstance(team, dict):
             continue
-        name = team.get("name")
+        team_name = team.get("name")
         require(
-            name not in K8S_NAMESPACES + SLURM_ACCOUNTS,
+            team_name not in K8S_NAMESPACES + SLURM_ACCOUNTS,
             f"gpucluster_tenants[{i}].name",
-            name,
+            team_name,
             f"a team name none of the systems reserves: not a Kubernetes system namespace "
             f"({', '.join(K8S_NAMESPACES)}) nor Slurm's root account",
         )
@@ -185,7 +216,7 @@ def _check_names(raw: dict[str, Any], groups: dict[str, list[str]]) -> None:
             )
 
 
-def _network(spec: Any) -> ipaddress.IPv4Network | None:
+def _network(spec: object) -> ipaddress.IPv4Network | None:
     if not isinstance(spec, dict) or not isinstance(spec.get("cidr"), str):
         return None
     try:
@@ -195,9 +226,9 @@ def _network(spec: Any) -> ipaddress.IPv4Network | None:
     return net if isinstance(net, ipaddress.IPv4Network) else None
 
 
-def _check_pools(raw: dict[str, Any], counts: dict[str, int]) -> None:
+def _check_pools(raw: Mapping[str, object], counts: dict[str, int]) -> None:
     p = "gpucluster_network"
-    pools = raw.get(p) if isinstance(raw.get(p), dict) else {}
+    pools = _mapping(raw.get(p))
     for name in ("management", "bmc", "storage", "fabric"):
         net = _network(pools.get(name))
         if net is None:
@@ -210,7 +241,7 @@ def _check_pools(raw: dict[str, Any], counts: dict[str, int]) -> None:
                 str(net),
                 f"a private or routable unicast network (RFC 1918 such as 10.0.0.0/8), not {what}",
             )
-        offset = pools[name].get("first_offset", 10)
+        offset = _mapping(pools[name]).get("first_offset", 10)
         hosts = counts.get(name)
         if hosts is None or not isinstance(offset, int) or isinstance(offset, bool) or not 1 <= offset <= 254:
             continue  # the fabric pool is cut into rails (plan/addresses.py); an odd first_offset is its own error
@@ -226,22 +257,22 @@ def _check_pools(raw: dict[str, Any], counts: dict[str, int]) -> None:
         )
 
 
-def _planned(raw: dict[str, Any], count: int) -> set[str]:
+def _planned(raw: Mapping[str, object], count: int) -> set[str]:
     """The management addresses the plan gives the hosts (plan/addresses.py: first_offset + the host's index)."""
-    spec = (raw.get("gpucluster_network") or {}).get("management")
+    spec = _mapping(raw.get("gpucluster_network")).get("management")
     net = _network(spec)
     if net is None:
         return set()
-    offset = spec.get("first_offset", 10)
+    offset = _mapping(spec).get("first_offset", 10)
     if not isinstance(offset, int):
         return set()
     return {str(net[offset + i]) for i in range(count) if offset + i < net.num_addresses - 1}
 
 
-def _check_ntp(raw: dict[str, Any], hosts: list[str]) -> None:
-    network = raw.get("gpucluster_network") if isinstance(raw.get("gpucluster_network"), dict) else {}
+def _check_ntp(raw: Mapping[str, object], hosts: list[str]) -> None:
+    network = _mapping(raw.get("gpucluster_network"))
     servers = network.get("ntp_servers") or []
-    cluster = raw.get("gpucluster_cluster") if isinstance(raw.get("gpucluster_cluster"), dict) else {}
+    cluster = _mapping(raw.get("gpucluster_cluster"))
     domain = str(cluster.get("domain") or "cluster.internal").lower()
     names = {h for host in hosts for h in (host, f"{host}.{domain}")}
     addresses = _planned(raw, len(hosts))
@@ -281,9 +312,9 @@ def _check_ntp(raw: dict[str, Any], hosts: list[str]) -> None:
         )
 
 
-def _check_node(raw: dict[str, Any]) -> None:
+def _check_node(raw: Mapping[str, object]) -> None:
     p = "gpucluster_node"
-    node = raw.get(p) if isinstance(raw.get(p), dict) else {}
+    node = _mapping(raw.get(p))
     model = GPUS.get(str(node.get("gpu_model")))
     count = node.get("gpus_per_node")
     if model is not None and model.form_factor == "sxm" and isinstance(count, int):
@@ -293,9 +324,9 @@ def _check_node(raw: dict[str, Any]) -> None:
             count,
             f"at most {SXM_BOARD_GPUS} GPUs: one {model.name} baseboard (HGX) holds 4 or 8",
         )
-    nics = [n for n in node.get("nics") or [] if isinstance(n, dict)]
+    nics = [n for n in _list(node.get("nics")) if isinstance(n, dict)]
     netdevs: dict[str, int] = {}
-    for i, nic in enumerate(node.get("nics") or []):
+    for i, nic in enumerate(_list(node.get("nics"))):
         if not isinstance(nic, dict):
             continue
         netdev = str(nic.get("netdev", nic.get("name")))
@@ -315,7 +346,7 @@ def _check_node(raw: dict[str, Any]) -> None:
                 rate,
                 f"a port rate in Gb/s of InfiniBand or Ethernet: one of {', '.join(f'{r:g}' for r in rates)}",
             )
-    management = (raw.get("gpucluster_network") or {}).get("management")
+    management = _mapping(raw.get("gpucluster_network")).get("management")
     interface = management.get("interface") if isinstance(management, dict) else None
     if interface is not None and nics:
         require(
@@ -328,7 +359,10 @@ def _check_node(raw: dict[str, Any]) -> None:
     need_w = _node_min_w(node, model)
     if isinstance(psus, int) and isinstance(rating, (int, float)) and need_w:
         # the PSUs left after the redundant ones fail (psu_redundancy, compute/power.py) must carry the node
-        redundant, level = psu_redundant(psus, node.get("psu_redundancy"), f"{p}.psu_redundancy")
+        level_given = node.get("psu_redundancy")
+        redundant, level = psu_redundant(
+            psus, str(level_given) if level_given is not None else None, f"{p}.psu_redundancy"
+        )
         alive = psus - redundant
         # blame the count when each PSU is a real server PSU (>= 1 kW) and there are too few of them
         blame = ("psu_count", psus) if rating >= 1000 else ("psu_rating_w", rating)
@@ -344,28 +378,32 @@ def _check_node(raw: dict[str, Any]) -> None:
         )
 
 
-def _node_min_w(node: dict[str, Any], model: Any) -> float:
+def _node_min_w(node: Mapping[str, object], model: GpuModel | None) -> float:
     """One node's draw with every GPU at its lowest power limit (0 when unknown)."""
     base, count = node.get("base_power_w"), node.get("gpus_per_node")
     if not isinstance(base, (int, float)) or not isinstance(count, int):
         return 0.0
-    limits = node.get("gpu_limits") if isinstance(node.get("gpu_limits"), dict) else {}
-    low = limits.get("power_min_w") or (model and (model.power_min_w or model.power_default_w)) or 0
+    measured = _number(_mapping(node.get("gpu_limits")).get("power_min_w"))
+    low = measured or (model and (model.power_min_w or model.power_default_w)) or 0
     return float(base + count * low)
 
 
-def _check_facility(raw: dict[str, Any]) -> None:
+def _check_facility(raw: Mapping[str, object]) -> None:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.rules import check_facility
 
     check_facility(raw)  # the voltage and the breaker above zero, before the formula below divides by them
     p = "gpucluster_facility"
-    fac = raw.get(p) if isinstance(raw.get(p), dict) else {}
-    amps, volts, phases = fac.get("breaker_amps"), fac.get("circuit_voltage_v"), fac.get("circuit_phases")
-    node = raw.get("gpucluster_node") if isinstance(raw.get("gpucluster_node"), dict) else {}
+    fac = _mapping(raw.get(p))
+    amps, volts, phases = (
+        _number(fac.get("breaker_amps")),
+        _number(fac.get("circuit_voltage_v")),
+        fac.get("circuit_phases"),
+    )
+    node = _mapping(raw.get("gpucluster_node"))
     need_w = _node_min_w(node, GPUS.get(str(node.get("gpu_model"))))
-    psus = node.get("psu_count") if isinstance(node.get("psu_count"), int) else 1
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (amps, volts))
-    if not numbers or phases not in (1, 3) or not need_w:
+    psu_count = node.get("psu_count")
+    psus = psu_count if isinstance(psu_count, int) else 1
+    if amps is None or volts is None or phases not in (1, 3) or not need_w:
         return
     circuit_w = volts * amps * (math.sqrt(3) if phases == 3 else 1.0) * CONTINUOUS_LOAD
     share_w = need_w / max(1, psus)
@@ -379,9 +417,9 @@ def _check_facility(raw: dict[str, Any]) -> None:
     )
 
 
-def _check_fabric(raw: dict[str, Any]) -> None:
+def _check_fabric(raw: Mapping[str, object]) -> None:
     p = "gpucluster_fabric"
-    fab = raw.get(p) if isinstance(raw.get(p), dict) else {}
+    fab = _mapping(raw.get(p))
     rates = LINK_GBPS.get(str(fab.get("type")))
     rate = fab.get("link_rate_gbps")
     if rates and isinstance(rate, (int, float)) and not isinstance(rate, bool):
@@ -402,193 +440,9 @@ def _check_fabric(raw: dict[str, Any]) -> None:
         )
 
 
-# --- secrets: never in the inventory's site variables, the plan or its files (issue 37) ---------------------
-#: Shapes of well-known credentials (the vendors' documented token formats): a value of one of these shapes
-#: is a secret wherever it stands in the site variables. GitHub
-#: (https://github.blog/2021-04-05-behind-githubs-new-authentication-token-formats/), GitLab
-#: (https://docs.gitlab.com/ee/security/tokens/#token-prefixes), AWS access key ids
-#: (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids),
-#: Slack (https://api.slack.com/authentication/token-types), NVIDIA NGC API keys (nvapi-), Hugging Face
-#: (hf_), a JSON Web Token (RFC 7519: base64url header.payload.signature, the header starting '{"' = eyJ)
-#: and a PEM private key.
-SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (what, re.compile(pattern))
-    for what, pattern in (
-        ("a GitHub token", r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-        ("a GitLab token", r"\bgl(pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat)-[A-Za-z0-9_-]{16,}"),
-        ("an AWS access key id", r"\b(AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b"),
-        ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-        ("an NGC API key", r"\bnvapi-[A-Za-z0-9_-]{20,}"),
-        ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
-        ("a JSON Web Token", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-        ("a private key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
-    )
-)
-#: In a NAME (a credential's name): a run of this many hex digits, or of this many base64 characters
-#: mixing letters and digits with at least this much Shannon entropy per character, is a random string
-#: (a key or token), not a name a person gives. Names are words joined by '_' or '-' (ngc, nvcr_pull,
-#: registry_2024_ro): their runs are short.
-SECRET_HEX_RUN = 32
-SECRET_RANDOM_RUN = 20
-SECRET_ENTROPY_BITS = 3.5
-_HEX_RUN = re.compile(rf"[0-9A-Fa-f]{{{SECRET_HEX_RUN},}}")
-_B64_RUN = re.compile(rf"[A-Za-z0-9+/=]{{{SECRET_RANDOM_RUN},}}")
-
-
-def _entropy(text: str) -> float:
-    counts = Counter(text)
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
-
-
-def secret_shape(value: Any, *, name: bool = False) -> str | None:
-    """What ``value`` looks like when it looks like a secret ('a GitHub token'), else None.
-
-    ``name``: ``value`` should be a name (a credential's name): long random runs count too."""
-    if not isinstance(value, str):
-        return None
-    for what, pattern in SECRET_SHAPES:
-        if pattern.search(value):
-            return what
-    if name:
-        if _HEX_RUN.search(value):
-            return "a long hexadecimal string (a key or token)"
-        for run in _B64_RUN.findall(value):
-            mixed = re.search(r"[0-9]", run) and re.search(r"[A-Za-z]", run)
-            if mixed and _entropy(run) >= SECRET_ENTROPY_BITS:
-                return "a long random string (a key or token)"
-    return None
-
-
-#: Fields that hold the NAME of a secret (the secret itself comes from the site's secret store).
-SECRET_NAME_FIELDS = ("gpucluster_containers.registries[].credential", "gpucluster_secrets[]")
-
-
-def value_strings(data: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Every string in ``data`` (keys too), with its path below ``path``."""
-    if isinstance(data, str):
-        yield path, data
-    elif isinstance(data, Mapping):
-        for key, value in data.items():
-            yield from value_strings(key, [*path, f"<key {len(path)}>"])
-            yield from value_strings(value, [*path, key])
-    elif isinstance(data, (list, tuple)):
-        for i, value in enumerate(data):
-            yield from value_strings(value, [*path, i])
-
-
-def check_secrets(raw: Mapping[str, Any]) -> None:
-    """Refuse a secret in the site variables, before anything else reads (or echoes) them: a value shaped
-    like a known credential anywhere, and a credential's NAME that looks like a key or token. The error
-    names the field and what the value looks like, never the value (the plan and its report are 0644)."""
-    for path, text in value_strings(dict(raw), []):
-        field = field_path(path)
-        pattern = re.sub(r"\[\d+\]", "[]", field)
-        what = secret_shape(text, name=pattern in SECRET_NAME_FIELDS)
-        require(
-            what is None,
-            field,
-            "<hidden>",
-            f"no secret in the inventory: the value looks like a secret ({what}) and is not shown; "
-            + (
-                "name the credential (letters, digits, '_'); the secret itself stays in the site's secret store"
-                " (Ansible Vault), never in the inventory or on a node (docs/containers.md, Credentials)"
-                if pattern in SECRET_NAME_FIELDS
-                else "keep secrets in the site's secret store (Ansible Vault) in the roles' secret variables, which"
-                " the plan never reads"
-            ),
-        )
-
-
-# --- package sources: every apt repository signed by a pinned key (issue 37) -----------------------------
-#: The apt repositories the roles add, by their role variable: ``<name>`` the URIs, ``<name>_key`` the
-#: signing key (an https:// URL, an ASCII-armored key or a keyring path on the host), ``<name>_key_fingerprint``
-#: the key's pinned fingerprint(s), checked before apt trusts the key (module apt_signing_key),
-#: ``<name>_http_mirror`` (default false) lets http:// URIs name the site's own mirror: apt still checks the
-#: repository's Release signature against the pinned key (https://wiki.debian.org/SecureApt). The key
-#: itself is only ever fetched over https.
-PACKAGE_SOURCES = (
-    "compute_gpu_repo",
-    "compute_container_repo",
-    "compute_doca_repo",
-    "compute_beegfs_repo",
-    "storage_beegfs_repo",
-    "head_grafana_repo",
-)
-#: The names of the role variables :func:`check_package_sources` reads.
-PACKAGE_SOURCE_VARIABLES = frozenset(
-    f"{p}{s}" for p in PACKAGE_SOURCES for s in ("", "_key", "_key_fingerprint", "_http_mirror")
-)
-_FINGERPRINT = re.compile(r"[0-9A-F]{40}|[0-9A-F]{64}")
-ARMORED_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
-
-
-def key_fingerprints(value: Any) -> list[str] | None:
-    """The pinned fingerprints of ``value`` (one, or a list; spaces and case ignored: 40 hex digits for a
-    v4 key, 64 for v5/v6), or None when it is no such list."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items or not all(isinstance(v, str) for v in items):
-        return None
-    out = [re.sub(r"\s+", "", v).upper().removeprefix("0X") for v in items]
-    return out if all(_FINGERPRINT.fullmatch(v) for v in out) else None
-
-
-def check_package_sources(variables: Mapping[str, Any], where: str = "group all") -> None:
-    """Raise PlanError unless every package repository set in ``variables`` (one host's variables) is
-    signed by a key with a pinned fingerprint and reached over https (http only for a declared mirror)."""
-    for name in PACKAGE_SOURCES:
-        uris = variables.get(name)
-        if uris is None or uris == [] or uris == "":
-            continue
-        on = f" (set on {where})"
-        uri_list = [uris] if isinstance(uris, str) else uris
-        require(
-            isinstance(uri_list, list) and all(isinstance(u, str) for u in uri_list),
-            name,
-            uris,
-            "a list of apt repository URIs" + on,
-        )
-        mirror = variables.get(f"{name}_http_mirror", False)
-        require(isinstance(mirror, bool), f"{name}_http_mirror", mirror, "true or false" + on)
-        for i, uri in enumerate(uri_list):
-            scheme = uri.partition("://")[0].lower() if "://" in uri else ""
-            require(
-                scheme == "https" or (scheme == "http" and mirror),
-                f"{name}[{i}]",
-                uri,
-                "an https:// URI"
-                + ("" if scheme != "http" else f" (http:// only for the site's own mirror: {name}_http_mirror: true)")
-                + on,
-            )
-        key = variables.get(f"{name}_key", "")
-        text = key.strip() if isinstance(key, str) else ""
-        kind = (
-            "url"
-            if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text)
-            else "armored"
-            if text.startswith(ARMORED_KEY)
-            else "path"
-            if text.startswith("/")
-            else ""
-        )
-        require(
-            kind != "" and (kind != "url" or text.lower().startswith("https://")),
-            f"{name}_key",
-            key if len(text) <= 120 else text[:60] + "...",
-            "the repository's signing key: an https:// URL, an ASCII-armored key (" + ARMORED_KEY + ") or a"
-            " keyring path on the host; without it apt trusts any key of its keyring (or none), and a key fetched"
-            " over http could be anyone's" + on,
-        )
-        pinned = variables.get(f"{name}_key_fingerprint")
-        require(
-            key_fingerprints(pinned) is not None,
-            f"{name}_key_fingerprint",
-            pinned,
-            f"the full fingerprint of {name}_key (40 hex digits, spaces allowed; a list for several keys): the key"
-            " is checked against it on the host before apt trusts it" + on,
-        )
-
-
-def check_values(raw: dict[str, Any], groups: dict[str, list[str]], *, hosts: list[str], storage_hosts: int) -> None:
+def check_values(
+    raw: Mapping[str, object], groups: Mapping[str, list[str]], *, hosts: list[str], storage_hosts: int
+) -> None:
     """Raise PlanError for the first value of the inventory that has its form but cannot be meant.
 
     ``hosts``: every host of a known group (the hosts the plan addresses, in any order);

@@ -338,7 +338,7 @@ def accounting_plan(section: object, plan: Mapping[str, Any]) -> Accounting:
     max_age = int(
         check_range(section.get("max_age_days", DEFAULT_MAX_AGE_DAYS), f"{FIELD}.max_age_days", 0, 365, integer=True)
     )
-    default_account = section.get("default_account", DEFAULT_ACCOUNT)
+    default_account = str(section.get("default_account", DEFAULT_ACCOUNT))
     tenant_names = {t["name"] for t in plan.get("tenants") or []}
     require(
         default_account not in tenant_names or not tenant_names,

@@ -240,7 +240,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> SlurmSection:
     plugins = _plugins(lab)
     # PrivateData, block_null_hash, pam_slurm_adopt (tenancy.py): adoption adds PrologFlags=Contain, in the
     # lab too (the extern step works with the lab's proctrack/linuxproc; only its cgroup is missing there)
-    tenants = tenancy.tenancy_plan(site.slurm, plugins["prolog_flags"])
+    tenants = tenancy.tenancy_plan(site.slurm, str(plugins["prolog_flags"]))
     plugins["prolog_flags"] = tenants["prolog_flags"]
     # a job's default CPUs and memory per GPU (DefCpuPerGPU, DefMemPerGPU): the node line with the most GPUs
     per_gpu = gpu_defaults(
@@ -281,7 +281,7 @@ def slurm_plan(site: Site, plan: Mapping[str, Any]) -> SlurmSection:
             "communication_parameters": tenants["communication_parameters"],
             "pam_adopt": tenants["pam_adopt"],
         },
-        "slurmd_parameters": lab.get("slurmd_parameters", ""),
+        "slurmd_parameters": str(lab.get("slurmd_parameters", "")),
         "select_type": "select/cons_tres",
         # topology/tree from the fabric's switches, or topology/block per multi-node NVLink domain (NVL72),
         # refused on Debian 12's Slurm 22.05 (slurm/topology.py)

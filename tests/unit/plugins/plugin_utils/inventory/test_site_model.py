@@ -219,3 +219,62 @@ def test_slurm_health_is_read_from_the_slurm_section() -> None:
     raw["gpucluster_slurm"] = {**(raw.get("gpucluster_slurm") or {}), "health": {"epilog": False}}
     s = load_site(raw, groups)
     assert s.slurm_health == {"epilog": False}
+
+
+# --- the raw-to-typed boundary ----------------------------------------------------------------------
+
+
+def test_no_field_of_the_site_model_is_any() -> None:
+    """Every field of the Site and its sections has its type: free JSON a domain module checks itself is
+    JsonValue, never Any (mypy then checks every reader)."""
+    import dataclasses
+
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import site_model
+
+    classes = [c for c in vars(site_model).values() if dataclasses.is_dataclass(c) and isinstance(c, type)]
+    assert {c.__name__ for c in classes} >= {"Site", "Node", "Facility", "Workload", "Lustre", "Storage", "Fabric"}
+    loose = [
+        f"{c.__name__}.{f.name}: {f.type}"
+        for c in classes
+        for f in dataclasses.fields(c)
+        if "Any" in str(f.type).replace("JsonValue", "")
+    ]
+    assert loose == []
+
+
+def test_the_site_keeps_no_raw_section_beside_its_model() -> None:
+    raw, groups = _inventory("tier4")
+    site = load_site(raw, groups)
+    for name in ("fabric", "storage", "facility", "workload", "gpu_policy"):
+        assert not hasattr(site, name), name
+    # the switch tree as written, for the cabling (fabric/cabling.py checks it)
+    assert site.fabric_model.tree == {
+        k: v
+        for k, v in raw["gpucluster_fabric"].items()
+        if k in ("switch_radix", "switch_model", "spines", "spine_scope", "oversubscription", "min_spines")
+    }
+    assert site.subnet_manager == raw["gpucluster_fabric"].get("subnet_manager", "head")
+
+
+def test_a_value_that_is_no_json_names_its_section() -> None:
+    """A section kept as written is free JSON: anything else (a YAML date) is an error naming the section."""
+    import datetime
+
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.fields import json_value
+
+    assert json_value({"a": [1, 2.5, "x", None, True]}, "gpucluster_rollout") == {"a": [1, 2.5, "x", None, True]}
+    with pytest.raises(PlanError) as err:
+        json_value({"window": datetime.date(2026, 1, 1)}, "gpucluster_rollout")
+    assert err.value.field == "gpucluster_rollout"
+
+
+def test_a_whole_number_written_with_a_fraction_is_an_integer() -> None:
+    """JSON Schema's integer is a number without a fraction (2.0 too): the model holds it as an int."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.fields import opt_integer
+
+    assert opt_integer({"racks": 2.0}, "gpucluster_facility", "racks") == 2
+    assert isinstance(opt_integer({"racks": 2.0}, "gpucluster_facility", "racks"), int)
+    assert opt_integer({}, "gpucluster_facility", "racks") is None
+    with pytest.raises(PlanError) as err:
+        opt_integer({"racks": 2.5}, "gpucluster_facility", "racks")
+    assert err.value.field == "gpucluster_facility.racks"

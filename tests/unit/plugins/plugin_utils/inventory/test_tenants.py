@@ -163,3 +163,14 @@ def test_a_slurm_cluster_may_have_a_team_named_monitoring() -> None:
     site = copy.deepcopy(site)
     site["gpucluster_tenants"] = [{"name": "monitoring", "gpu_share_percent": 10}]
     assert [t["name"] for t in cluster_plan(site, groups)["tenants"]] == ["monitoring"]
+
+
+def test_the_tenants_rows_have_the_keys_their_type_names() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import TenantRow
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tenants import tenants_plan
+
+    rows = tenants_plan(
+        [{"name": "a", "gpu_share_percent": 60, "users": ["x"]}, {"name": "b", "gpu_share_percent": 40}], 10
+    )
+    assert [list(r) for r in rows] == [list(TenantRow.__annotations__)] * 2
+    assert [(r["name"], r["gpus"], r["users"]) for r in rows] == [("a", 6, ["x"]), ("b", 4, [])]

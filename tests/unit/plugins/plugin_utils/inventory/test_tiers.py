@@ -55,3 +55,13 @@ def test_single_node_and_unsourced_floors_say_why() -> None:
         "allreduce_inter_node_busbw_gbs",
         "nic_write_bw_gbps",
     }
+
+
+def test_the_tier_section_has_the_keys_its_type_names() -> None:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import TierSection
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TIERS, tier_as_dict
+
+    for profile in TIERS.values():
+        section = tier_as_dict(profile)
+        assert list(section) == list(TierSection.__annotations__)
+        assert section["storage_read_gbps"] == list(profile.storage_read_gbps)
