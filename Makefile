@@ -48,9 +48,11 @@ tco: setup ## fabric cost, InfiniBand vs RoCEv2 over 3 years, for TIER=tierN or 
 k8s-validate: plan ## schema-check build/plan/<name>/kubernetes/ of a Kubernetes INVENTORY (tools/k8s/validate_manifests.py)
 	$(BIN)/python tools/k8s/validate_manifests.py --inventory $(INVENTORY) --quiet $(if $(K8S_CRDS),--crds $(K8S_CRDS))
 
-lint: setup ## ruff, ansible-lint (production profile), antsibull-changelog lint, ansible-test sanity
+lint: setup typecheck ## mypy (typecheck), ruff, dead code (vulture), ansible-lint (production profile), antsibull-changelog lint, ansible-test sanity
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	# dead code in plugins/ and tools/: vulture, the names used by name in tools/lint/vulture_whitelist.py
+	$(BIN)/python tools/lint/dead_code.py
 	# ansible-lint's syntax check needs an inventory, and ansible.cfg names none: the reference tier3
 	ANSIBLE_INVENTORY=$(CURDIR)/inventories/tier3 $(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.filter_calls import run as _run
@@ -199,6 +200,20 @@ def audit_markdown(result: Mapping[str, Any]) -> str:
     return _run("audit_markdown", engine.report_markdown, result)
 
 
+def role_services(units: Any, role: str, switches: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """gpucluster.tiers.host_state's ``services``: the units of ``units`` (the plan's ``services[host]``) that
+    ``role`` starts, each enabled and started, in the plan's order; a unit whose role switch ``switches``
+    turns off (``{'common_firewall_enabled': false}``) is left out."""
+    if not isinstance(units, list) or not all(isinstance(u, Mapping) and "unit" in u for u in units):
+        raise AnsibleFilterError("gpucluster.tiers.role_services: input must be the plan's services[host] list")
+    given = dict(switches or {})
+    return [
+        {"name": str(u["unit"]), "enabled": True, "state": "started"}
+        for u in units
+        if u.get("role") == role and (not u.get("switch") or boolean(given.get(u["switch"], True), strict=True))
+    ]
+
+
 class FilterModule:
     """gpucluster.tiers filters for the plan and its audit."""
 
@@ -213,4 +228,5 @@ class FilterModule:
             "plan_sha256": plan_sha256,
             "plan_data": plan_data,
             "plan_report": plan_report,
+            "role_services": role_services,
         }

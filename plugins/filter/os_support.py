@@ -38,11 +38,6 @@ def _systemd(facts: Mapping[str, Any]) -> int | None:
         return None
 
 
-def _fact(facts: Mapping[str, Any], name: str) -> Any:
-    """A fact by its short name (``ansible_facts``) or its injected name (``ansible_<name>``)."""
-    return facts.get(name, facts.get(f"ansible_{name}"))
-
-
 def found(facts: Mapping[str, Any]) -> str:
     """What the host runs, in one line: ``Ubuntu 22.04 (jammy) x86_64, kernel 5.15.0-91-generic,
     systemd 249, Python 3.10``."""

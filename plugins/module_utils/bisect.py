@@ -285,7 +285,9 @@ def _failed(state: State, test: dict[str, Any], what: str) -> None:
 
 
 def _record_halves(state: State, tests: list[dict[str, Any]], figures: dict[str, Any]) -> None:
-    slow, fast, inferred = [], [], []
+    slow: list[dict[str, Any]] = []
+    fast: list[dict[str, Any]] = []
+    inferred: list[dict[str, Any]] = []
     for test in tests:
         if test["kind"] == "inferred":
             inferred.append(test)

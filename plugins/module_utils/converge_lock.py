@@ -35,7 +35,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-DEFAULT_PATH = "/run/gpucluster/converge.lock"
 #: Four hours: longer than a tier4 converge in the lab (~10 min) by far; a real site sets its own
 #: (gpucluster_lock_max_age_s) above its longest converge.
 DEFAULT_MAX_AGE_S = 4 * 3600

@@ -158,8 +158,8 @@ def main() -> None:
         os.makedirs(folder, mode=0o755, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".apt_signing_key.")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
             os.chmod(tmp, 0o644)
             os.replace(tmp, dest)
         except OSError as exc:

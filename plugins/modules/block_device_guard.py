@@ -130,6 +130,7 @@ array:
 """
 
 import os  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
@@ -160,7 +161,7 @@ def _read_error(device: str) -> str | None:
     return None
 
 
-def _probe(module: AnsibleModule, device: str) -> list[dict]:
+def _probe(module: AnsibleModule, device: str) -> list[dict[str, Any]]:
     """Signatures on ``device``; fails the module when the device is not proven blank or marked."""
     read_error = _read_error(device)
     blkid_rc, blkid_out, blkid_err = 0, "", ""
@@ -188,7 +189,7 @@ def _probe(module: AnsibleModule, device: str) -> list[dict]:
     raise AssertionError("unreachable")  # fail_json exits
 
 
-def _array(module: AnsibleModule, raid_device: str, mdstat: dict) -> dict | None:
+def _array(module: AnsibleModule, raid_device: str, mdstat: dict[str, Any]) -> dict[str, Any] | None:
     real = os.path.realpath(raid_device)
     if not os.path.exists(real):
         return None
@@ -233,7 +234,7 @@ def main() -> None:
     mdstat = parse_mdstat(mdstat_text)
     for md in mdstat.values():
         md["devices"] = [real_to_planned.get(os.path.realpath(d), d) for d in md["devices"]]
-    probes: dict[str, list[dict]] = {}
+    probes: dict[str, list[dict[str, Any]]] = {}
     array = None
     if any(present.values()):
         probes = {d: _probe(module, d) for d in devices if present[d]}

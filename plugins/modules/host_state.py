@@ -281,8 +281,8 @@ def main() -> None:
         result["hostname"] = host_name(module.params["hostname"])
     if module._diff and (outcome.changed or changed_paths):
         units = outcome.changed_units
-        before = {u: outcome.before[u] for u in units}
-        after = {u: outcome.after[u] for u in units}
+        before: dict[str, dict[str, str] | str] = {u: outcome.before[u] for u in units}
+        after: dict[str, dict[str, str] | str] = {u: outcome.after[u] for u in units}
         for path in changed_paths:
             before[path] = "present" if path in {p.path for p in paths if p.state == "absent"} else "differs"
             after[path] = "absent" if before[path] == "present" else "as planned"

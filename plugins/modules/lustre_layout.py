@@ -90,6 +90,7 @@ created:
 """
 
 import os  # noqa: E402
+from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
@@ -112,7 +113,7 @@ def _lfs(module: AnsibleModule) -> str:
     return module.get_bin_path(name, required=True)
 
 
-def _read_layout(module: AnsibleModule, lfs: str, path: str) -> list[dict] | None:
+def _read_layout(module: AnsibleModule, lfs: str, path: str) -> list[dict[str, Any]] | None:
     rc, out, err = module.run_command([lfs, "getstripe", "-d", "--yaml", path])
     if rc != 0:
         module.fail_json(msg=f"lfs getstripe -d --yaml {path} failed (rc {rc}): {err.strip() or out.strip()}")
@@ -138,7 +139,7 @@ def main() -> None:
         wanted = normalize_wanted(module.params["components"])
     except LayoutError as exc:
         module.fail_json(msg=f"bad components for {path}: {exc}")
-    result: dict = {"changed": False, "path": path, "after": wanted, "command": None, "created": False}
+    result: dict[str, Any] = {"changed": False, "path": path, "after": wanted, "command": None, "created": False}
     lfs = _lfs(module)
 
     if os.path.exists(path) and not os.path.isdir(path):

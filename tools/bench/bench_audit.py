@@ -49,11 +49,12 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request imp
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan  # noqa: E402
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan  # noqa: E402
 
 SIZES = (64, 256, 1024, 4096)
 
 
-def as_planned(plan: dict[str, Any], host: str, req: dict[str, Any]) -> dict[str, Any]:
+def as_planned(plan: Plan, host: str, req: dict[str, Any]) -> dict[str, Any]:
     """A host exactly as planned, in audit_facts' shape (the files' sha256 stand-ins are the paths)."""
     gplan = plan["gpu"]
     n = plan["cluster"]["gpus_per_node"]

@@ -52,16 +52,17 @@ def _engine_names(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
     modules: set[str] = set()
     names: dict[str, str] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PLUGINS + ".")):
+        if not isinstance(node, ast.ImportFrom) or not node.module or not node.module.startswith(PLUGINS + "."):
             continue
-        if hasattr(importlib.import_module(node.module), "__path__"):  # from <package> import <module>
+        module = node.module
+        if hasattr(importlib.import_module(module), "__path__"):  # from <package> import <module>
             modules |= {a.asname or a.name for a in node.names}
-            ENGINE_MODULES.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+            ENGINE_MODULES.update({a.asname or a.name: f"{module}.{a.name}" for a in node.names})
         else:  # from <package>.<module> import <name>
-            mod = node.module.rsplit(".", 1)[1]
+            mod = module.rsplit(".", 1)[1]
             if mod == "plan":  # storage/plan.py, fabric/plan.py, ...: named with their package
-                mod = ".".join(node.module.rsplit(".", 2)[1:])
-            ENGINE_MODULES[mod] = node.module
+                mod = ".".join(module.rsplit(".", 2)[1:])
+            ENGINE_MODULES[mod] = module
             names.update({a.asname or a.name: f"{mod}.{a.name}" for a in node.names})
     return modules, names
 
@@ -146,13 +147,46 @@ def plan_provenance() -> dict[str, list[str]]:
             return not _stage_calls(f"{func.value.id}.{func.attr}", frozenset())
         return False
 
+    plan_call = next(
+        s.value
+        for s in main.body
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "Plan"
+    )
+    sections = {k.arg for k in plan_call.keywords}
+    # the sections settled before the address check (system.check_addresses): the others' inputs, followed
+    checked = next(
+        i for i, s in enumerate(main.body) if isinstance(s, ast.Expr) and "check_addresses" in ast.unparse(s)
+    )
+    early = {
+        name.id
+        for s in main.body[:checked]
+        if isinstance(s, ast.Assign)
+        for t in s.targets
+        for name in ast.walk(t)
+        if isinstance(name, ast.Name)
+    }
+
     def calls(node: ast.AST, seen: frozenset[str], top: bool = False) -> list[str]:
         """Engine calls in ``node`` and in the plan.py helpers it calls. At the top (a plan key's
         own expression) a local variable set by a direct engine call counts too
-        (``addresses`` -> addresses.address_plan); other locals are inputs, not followed."""
+        (``addresses`` -> addresses.address_plan); other locals are inputs, not followed: a section an
+        earlier stage computed (``cluster``), and the sections handed to a stage (``_needs``)."""
         found: list[str] = []
+        handed = {
+            id(name)
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "_needs"
+            for name in ast.walk(n)
+        }
         for n in ast.walk(node):
-            if top and isinstance(n, ast.Name) and n.id in local_values and engine_call(local_values[n.id]):
+            if (
+                top
+                and isinstance(n, ast.Name)
+                and id(n) not in handed
+                and n.id not in sections - early
+                and n.id in local_values
+                and engine_call(local_values[n.id])
+            ):
                 found += calls(local_values[n.id], seen)
             if isinstance(n, ast.Call):
                 f = n.func
@@ -165,15 +199,11 @@ def plan_provenance() -> dict[str, list[str]]:
         return [f for f in found if f.split(".")[0] not in INPUT_CHECKS]
 
     out: dict[str, list[str]] = {}
-    plan_dict = next(
-        s.value
-        for s in main.body
-        if isinstance(s, ast.AnnAssign | ast.Assign) and isinstance(s.value, ast.Dict) and "plan" in ast.unparse(s)
-    )
-    for key, value in zip(plan_dict.keys, plan_dict.values, strict=True):
-        if isinstance(value, ast.Name) and value.id in local_values:  # "power": pw  ->  pw = _power(...)
+    for keyword in plan_call.keywords:
+        value: ast.AST = keyword.value
+        if isinstance(value, ast.Name) and value.id in local_values:  # power=power  ->  power = site_power_plan(...)
             value = local_values[value.id]
-        out[ast.literal_eval(key)] = calls(value, frozenset(), top=True)
+        out[str(keyword.arg)] = calls(value, frozenset(), top=True)
     for stmt in main.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
             node = stmt.targets[0]
@@ -238,10 +268,10 @@ def generate() -> str:
     titles: list[str] = []
     for plan in plans.values():
         previous = None
-        for s in report_sections(plan):
-            if s["title"] not in titles:
-                titles.insert(titles.index(previous) + 1 if previous else 0, s["title"])
-            previous = s["title"]
+        for section in report_sections(plan):
+            if section["title"] not in titles:
+                titles.insert(titles.index(previous) + 1 if previous else 0, section["title"])
+            previous = section["title"]
     header = "| setting | how | " + " | ".join(TIERS) + " |"
     rule = "|---|---|" + "---|" * len(TIERS)
     for title in titles:
@@ -261,7 +291,7 @@ def generate() -> str:
                 how = "; ".join(f"{t}: {r[2]}" for t, r in rows.items() if r and r[2])
             else:
                 how = hows[0] if hows else ""
-            values = [_cell(rows[t][1]) if rows[t] else "—" for t in TIERS]
+            values = [_cell(row[1]) if (row := rows[t]) else "—" for t in TIERS]
             lines.append(f"| {_cell(name)} | {_cell(how)} | " + " | ".join(values) + " |")
         intros = list(dict.fromkeys(s["intro"] for s in sections.values() if s and s["intro"]))
         if intros:

@@ -221,9 +221,10 @@ def check_manifests(items: list[tuple[str, Any]], minimum: str = "baseline") -> 
         if not isinstance(obj, dict):
             continue
         ns = (obj.get("metadata") or {}).get("namespace")
-        level = levels.get(str(ns))
-        if level not in LEVELS:
+        found = levels.get(str(ns))
+        if found is None or found not in LEVELS:
             continue
+        level = found
         for path, metadata, spec in pod_templates(obj):
             for v in violations(level, spec, metadata):
                 problems.append(f"{source}: {obj.get('kind')} {path} breaks Pod Security {level} of {ns!r}: {v}")

@@ -71,7 +71,7 @@ def tools_present() -> dict[str, str | None]:
     return found
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """Run a client in its own session; on timeout kill the whole session and raise."""
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -93,7 +93,7 @@ class Simulation:
         self.cabling = cabling
         self.workdir = workdir
         self.timeout = timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.sockname = f"gpucluster-ibsim-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.netfile = workdir / "fabric.net"
         self.log = workdir / "ibsim.log"
@@ -145,12 +145,12 @@ class Simulation:
             self.proc.kill()
             self.proc.wait(timeout=3)
 
-    def opensm(self, sim_host: str, name: str) -> subprocess.CompletedProcess:
+    def opensm(self, sim_host: str, name: str) -> subprocess.CompletedProcess[str]:
         log = self.workdir / f"opensm-{name}.log"
         argv = ["opensm", "-o", "-s", "0", "-f", str(log)]
         return _run(argv, self.client_env(sim_host), self.workdir, self.timeout)
 
-    def discover(self, sim_host: str) -> subprocess.CompletedProcess:
+    def discover(self, sim_host: str) -> subprocess.CompletedProcess[str]:
         return _run(["ibnetdiscover", "-p"], self.client_env(sim_host), self.workdir, self.timeout)
 
 
@@ -175,7 +175,7 @@ def run_check(
         return {"ok": True, "skipped": "no switched fabric in the plan", "timings": {}}
     lab = ibsim.lab_link(cabling)
     scratch = tempfile.TemporaryDirectory(prefix="ibsim-check-") if workdir is None else None
-    wd = Path(scratch.name if scratch else workdir)
+    wd = Path(scratch.name) if scratch else Path(str(workdir))
     wd.mkdir(parents=True, exist_ok=True)
     sim = Simulation(actual or cabling, wd, timeout)
     timings: dict[str, float] = {}
@@ -260,7 +260,7 @@ def run_sm_check(
     full = f"0x{pkey | 0x8000:04x}"
     sm_ports = {x["subnet"]: ibfabric.hca_desc(x["host"], x["hca"]) for x in cabling.get("sm_hcas") or []}
     scratch = tempfile.TemporaryDirectory(prefix="ibsim-sm-") if workdir is None else None
-    wd = Path(scratch.name if scratch else workdir)
+    wd = Path(scratch.name) if scratch else Path(str(workdir))
     wd.mkdir(parents=True, exist_ok=True)
     partitions = wd / "partitions.conf"
     partitions.write_text(partitions_conf)
@@ -271,7 +271,7 @@ def run_sm_check(
     conf = wd / "opensm.conf"
     conf.write_text("\n".join(conf_lines) + "\n")
     sim = Simulation(cabling, wd, timeout)
-    sms: list[subprocess.Popen] = []
+    sms: list[subprocess.Popen[bytes]] = []
     timings: dict[str, float] = {}
     result: dict[str, Any] = {"subnets": [], "not_active": [], "no_partition": [], "missing": [], "no_sm": []}
     try:
@@ -315,10 +315,11 @@ def run_sm_check(
             cas = {(p["desc"], p["port"]): p["lid"] for p in found if p["type"] == "CA"}
             entry["ca_ports"] = len(cas)
             for (desc, num), lid in sorted(cas.items()):
-                info = _run(["smpquery", "portinfo", str(lid), str(num)], env, wd, timeout).stdout
-                state = _LINK_STATE.search(info)
+                port_info = _run(["smpquery", "portinfo", str(lid), str(num)], env, wd, timeout).stdout
+                state = _LINK_STATE.search(port_info)
                 if not state or state.group(1) != "Active":
-                    result["not_active"].append({"port": desc, "lid": lid, "state": state.group(1) if state else info})
+                    seen = state.group(1) if state else port_info
+                    result["not_active"].append({"port": desc, "lid": lid, "state": seen})
                 keys = _pkeys(_run(["smpquery", "pkeys", str(lid), str(num)], env, wd, timeout).stdout)
                 if full not in keys:
                     result["no_partition"].append({"port": desc, "lid": lid, "pkeys": keys})

@@ -17,14 +17,15 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.finding imp
     roles_of,
     slurm_planned,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.services import PlannedUnit
 
 
 def planned_units(view: Mapping[str, Any], host: str) -> list[PlannedUnit]:
     """The units the roles start on ``host`` (the plan's ``services[host]``: unit, role, switch)."""
     services = view.get("services")
-    require(isinstance(services, Mapping), "plan services", services, "a plan of this collection (make plan)")
+    if not isinstance(services, Mapping):
+        raise PlanError("plan services", services, "a plan of this collection (make plan)")
     return list(services.get(host) or [])
 
 

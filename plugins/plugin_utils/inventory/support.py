@@ -26,7 +26,8 @@ preflight, naming the host, what it runs and this list: nothing else is tested h
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import SupportSection
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _version(numbers: tuple[int, ...]) -> str:
     return ".".join(str(n) for n in numbers)
 
 
-def support_matrix() -> dict[str, Any]:
+def support_matrix() -> SupportSection:
     """The supported systems and the floors every host must meet (plan.support), with their sources, and the
     one-line list the preflight's messages name (summary)."""
     req = REQUIREMENTS

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-from typing import Any
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import (
+    AddressPlan,
+    EtcHostsSection,
+    HostAddresses,
+)
 
 POOLS = ("management", "bmc", "storage", "fabric")
 REQUIRED = ("management", "bmc")
@@ -26,10 +32,22 @@ REQUIRED = ("management", "bmc")
 Net = ipaddress.IPv4Network
 
 
-def _network(pools: dict[str, Any], name: str, field: str) -> Net:
+class HostRequest(TypedDict):
+    """A host to address: its name, roles and storage NICs (netdevs; empty: one storage address)."""
+
+    name: str
+    roles: list[str]
+    storage_nics: NotRequired[list[str]]
+
+
+def _spec(pools: Mapping[str, object], name: str, field: str) -> Mapping[str, object]:
     spec = pools.get(name)
     if not isinstance(spec, dict) or "cidr" not in spec:
         raise PlanError(f"{field}.{name}", spec, "a mapping with cidr (and first_offset)")
+    return spec
+
+
+def _network(spec: Mapping[str, object], name: str, field: str) -> Net:
     try:
         iface = ipaddress.ip_interface(str(spec["cidr"]))
     except ValueError:
@@ -39,8 +57,8 @@ def _network(pools: dict[str, Any], name: str, field: str) -> Net:
     return ipaddress.IPv4Network(iface.network)
 
 
-def _offset(spec: dict[str, Any], field: str, size: int) -> int:
-    return check_range(spec.get("first_offset", 10), f"{field}.first_offset", 1, max(1, size - 2), integer=True)
+def _offset(spec: Mapping[str, object], field: str, size: int) -> int:
+    return int(check_range(spec.get("first_offset", 10), f"{field}.first_offset", 1, max(1, size - 2), integer=True))
 
 
 def _take(net: Net, offset: int, index: int, field: str, count: int) -> str:
@@ -61,12 +79,14 @@ def _dotted(value: int) -> str:
 
 
 def address_plan(
-    *, pools: dict[str, Any], hosts: list[dict[str, Any]], rails: int, field: str = "gpucluster_network"
-) -> dict[str, Any]:
+    *, pools: Mapping[str, object], hosts: list[HostRequest], rails: int, field: str = "gpucluster_network"
+) -> AddressPlan:
+    specs: dict[str, Mapping[str, object]] = {}
     nets: dict[str, Net] = {}
     for name in POOLS:
         if name in REQUIRED or pools.get(name):
-            nets[name] = _network(pools, name, field)
+            specs[name] = _spec(pools, name, field)
+            nets[name] = _network(specs[name], name, field)
     names = list(nets)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -74,17 +94,19 @@ def address_plan(
                 raise PlanError(
                     f"{field}.{b}.cidr", str(nets[b]), f"a network that does not overlap {field}.{a} ({nets[a]})"
                 )
-    offsets = {n: _offset(pools[n], f"{field}.{n}", nets[n].num_addresses) for n in nets}
+    offsets = {n: _offset(specs[n], f"{field}.{n}", nets[n].num_addresses) for n in nets}
     rail_nets: list[Net] = []
     if rails:
         if "fabric" not in nets:
             raise PlanError(f"{field}.fabric", None, "a fabric pool {cidr, rail_prefix} when the fabric has rails")
-        prefix = check_range(
-            pools["fabric"].get("rail_prefix", 24),
-            f"{field}.fabric.rail_prefix",
-            nets["fabric"].prefixlen,
-            30,
-            integer=True,
+        prefix = int(
+            check_range(
+                specs["fabric"].get("rail_prefix", 24),
+                f"{field}.fabric.rail_prefix",
+                nets["fabric"].prefixlen,
+                30,
+                integer=True,
+            )
         )
         subnets = list(itertools.islice(nets["fabric"].subnets(new_prefix=prefix), rails))
         if len(subnets) < rails:
@@ -92,16 +114,18 @@ def address_plan(
         rail_nets = subnets[:rails]
     storage_hosts = [h for h in hosts if {"storage", "compute"} & set(h["roles"])]
     compute_hosts = [h for h in hosts if "compute" in h["roles"]]
-    out_hosts: dict[str, dict[str, Any]] = {}
+    out_hosts: dict[str, HostAddresses] = {}
     for i, h in enumerate(hosts):
-        entry: dict[str, Any] = {}
-        for pool in ("management", "bmc"):
-            entry[pool] = _take(nets[pool], offsets[pool], i, f"{field}.{pool}", len(hosts))
-        entry["management_cidr"] = f"{entry['management']}/{nets['management'].prefixlen}"
-        out_hosts[h["name"]] = entry
+        management = _take(nets["management"], offsets["management"], i, f"{field}.management", len(hosts))
+        out_hosts[h["name"]] = {
+            "management": management,
+            "bmc": _take(nets["bmc"], offsets["bmc"], i, f"{field}.bmc", len(hosts)),
+            "management_cidr": f"{management}/{nets['management'].prefixlen}",
+        }
     if "storage" in nets:
         # one address per storage interface; a host without listed interfaces keeps one address
-        wanted = [(h["name"], list(h.get("storage_nics") or [None])) for h in storage_hosts]
+        none: list[str | None] = [None]
+        wanted = [(h["name"], list(h.get("storage_nics") or none)) for h in storage_hosts]
         total = sum(len(nics) for _name, nics in wanted)
         index = 0
         for name, nics in wanted:
@@ -129,7 +153,7 @@ def address_plan(
     }
 
 
-def etc_hosts_entries(plan: dict[str, Any], domain: str) -> list[list[str]]:
+def etc_hosts_entries(plan: AddressPlan, domain: str) -> EtcHostsSection:
     """[address, fqdn, short name] per host, sorted by address."""
     rows = [[h["management"], f"{name}.{domain}", name] for name, h in plan["hosts"].items()]
     return sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))

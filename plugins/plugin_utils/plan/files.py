@@ -17,6 +17,8 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import FileEntry, FilesSection, HostEntry
 
 #: Who gets a file: every host, one host role, or a union of roles.
 HOSTS: dict[str, frozenset[str] | None] = {
@@ -70,7 +72,7 @@ SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "lustre_mount", "slurm_state_mount")
 
 
-def _units(kind: str, plan: Mapping[str, Any], host: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def _units(kind: str, plan: PlanView, host: HostEntry) -> list[tuple[str, Mapping[str, Any]]]:
     """(file name, unit) of each unit of a per-unit kind for this host."""
     if kind == "network_unit":
         return [(unit["name"], unit) for unit in host["network_units"]]
@@ -112,10 +114,10 @@ class RoleFile:
     unsafe_writes: bool = False
     static: bool = False
 
-    def entry(self) -> dict[str, Any]:
+    def entry(self) -> FileEntry:
         """The manifest entry: role, template, destination and how the host_files writer installs it
         (mode; notify, validate, mkdir, unsafe_writes, static and task only when set, as in the role's list)."""
-        out: dict[str, Any] = {"role": self.role, "src": self.src, "dest": self.dest, "mode": self.mode}
+        out: FileEntry = {"role": self.role, "src": self.src, "dest": self.dest, "mode": self.mode}
         if self.notify:
             out["notify"] = list(self.notify)
         if self.validate:
@@ -136,7 +138,7 @@ class RoleFile:
         return wanted is None or bool(wanted & set(roles))
 
 
-def conditions(plan: Mapping[str, Any]) -> dict[str, bool]:
+def conditions(plan: PlanView) -> dict[str, bool]:
     """The named conditions an entry's ``if`` may use, decided by the plan."""
     fabric_hosts = plan.get("fabric_host") or {}
     nfs = plan["storage"].get("nfs") or {}
@@ -254,7 +256,7 @@ def role_file_entries(role_files: Mapping[str, Any], known: Mapping[str, bool]) 
     return out
 
 
-def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+def files_manifest(plan: PlanView, role_files: Mapping[str, Any] | None) -> FilesSection:
     """Per host, the role files it gets: role, template, destination and how it is installed (mode;
     notify, validate, mkdir, task when set), and the unit of a per-unit file. The roles write each
     entry without a task of its own with gpucluster.tiers.host_files (roles/common/tasks/configure.yml).
@@ -272,16 +274,17 @@ def files_manifest(plan: Mapping[str, Any], role_files: Mapping[str, Any] | None
     plain = [f for f in entries if f.each is None]
     # the interface units last, as before the other kinds existed (a stable sort keeps role order)
     per_unit = sorted((f for f in entries if f.each is not None), key=lambda f: f.each == "network_unit")
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: FilesSection = {}
     for name, host in plan["hosts"].items():
         roles = host["roles"]
         files = [f.entry() for f in plain if f.on(roles) and (f.condition is None or known[f.condition])]
         for f in per_unit:
             if f.on(roles) and (f.condition is None or known[f.condition]):
-                files += [
-                    {**f.entry(), "dest": f"{f.dest}/{unit_name}", "unit": unit}
-                    for unit_name, unit in _units(str(f.each), plan, host)
-                ]
+                for unit_name, unit in _units(str(f.each), plan, host):
+                    entry = f.entry()
+                    entry["dest"] = f"{f.dest}/{unit_name}"
+                    entry["unit"] = unit
+                    files.append(entry)
         out[name] = files
     return out
 

@@ -48,9 +48,8 @@ values alone: no address arithmetic in the template. No I/O; pure functions.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import GRAFANA_PORT
@@ -62,6 +61,12 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.promet
     SLURMCTLD_PORT,
     SLURMD_PORT,
     SLURMDBD_PORT,
+)
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import (
+    FirewallSection,
+    HostAddresses,
+    HostFirewall,
+    NetworkSection,
 )
 
 #: The nftables table the common role owns (``inet``: one table for IPv4 and IPv6,
@@ -133,22 +138,22 @@ SERVICES: tuple[Service, ...] = (
 )
 
 
-def _networks(addresses: Mapping[str, Any], network: Mapping[str, Any]) -> list[str]:
+def _networks(addresses: HostAddresses, network: NetworkSection) -> list[str]:
     """The cluster networks the host is on (``addresses``: its entry of the address plan;
     ``network``: the plan's pools and rails): management always, storage where it has a storage
     address, the rail subnets it has addresses in; adjacent subnets merged (8 rails of /24: one /21)."""
     pools = network["pools"]
-    nets = [ipaddress.IPv4Network(str(pools["management"]["cidr"]))]
+    nets = [ipaddress.IPv4Network(pools["management"]["cidr"])]
     if addresses.get("storage") and pools.get("storage"):
-        nets.append(ipaddress.IPv4Network(str(pools["storage"]["cidr"])))
-    mine = {str(rail) for rail in (addresses.get("rails") or {})}
-    nets += [ipaddress.IPv4Network(str(r["cidr"])) for r in network.get("rails") or [] if str(r["rail"]) in mine]
+        nets.append(ipaddress.IPv4Network(pools["storage"]["cidr"]))
+    mine = set(addresses.get("rails", {}))
+    nets += [ipaddress.IPv4Network(r["cidr"]) for r in network.get("rails") or [] if str(r["rail"]) in mine]
     return [str(n) for n in ipaddress.collapse_addresses(nets)]
 
 
 def host_policy(
-    roles: Iterable[str], addresses: Mapping[str, Any] | None = None, network: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    roles: Iterable[str], addresses: HostAddresses | None = None, network: NetworkSection | None = None
+) -> HostFirewall:
     """A host's own part of the policy: its limited services (the union over its roles), by port, and
     the cluster networks it accepts (``accept_ipv4``; without ``addresses`` and ``network``: none).
 
@@ -164,12 +169,12 @@ def host_policy(
     }
 
 
-def firewall_plan(network: Mapping[str, Any], scheduler: str = "slurm") -> dict[str, Any]:
+def firewall_plan(network: NetworkSection, scheduler: str = "slurm") -> FirewallSection:
     """What every host's policy shares: the management network (``network``: the plan's ``network``,
     the address plan's pools) that alone reaches the limited ports, the chains' policies (the forward
     chain's by ``scheduler``), the ports open to all, the ICMP types, and the names."""
     return {
-        "management_cidr": str(network["pools"]["management"]["cidr"]),
+        "management_cidr": network["pools"]["management"]["cidr"],
         "input_policy": "drop",
         "forward_policy": FORWARD_POLICY.get(scheduler, "drop"),
         "open_tcp_ports": [SSH_PORT],

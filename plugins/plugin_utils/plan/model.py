@@ -80,3 +80,40 @@ class Plan(TypedDict):
     services: ServicesSection
     support: SupportSection
     kubernetes: NotRequired[KubernetesSection]  # the Kubernetes path only (cluster.scheduler == "kubernetes")
+
+
+class PlanView(TypedDict, total=False):
+    """The sections of the plan a stage reads (plan/assembly.py ``_needs``): any of ``Plan``'s, by the same name
+    and type; a stage reads only those it is handed (tests/unit keeps the two classes' fields equal)."""
+
+    schema: int
+    cluster: ClusterSection
+    tier: TierSection
+    hosts: HostsSection
+    network: NetworkSection
+    firewall: FirewallSection
+    etc_hosts: EtcHostsSection
+    time: TimeSection
+    gpu: GpuSection
+    power: PowerSection
+    cooling: CoolingSection
+    storage: StorageSection
+    fabric: FabricSection
+    nccl: NcclSection
+    parallelism: ParallelismSection
+    validation: ValidationSection
+    ups: UpsSection
+    tenants: TenantsSection
+    health: HealthSection
+    slurm: SlurmSection
+    dcgm: DcgmSection
+    rollout: RolloutSection
+    healing: HealingSection
+    monitoring: MonitoringSection
+    fabric_host: FabricHostSection
+    containers: ContainersSection
+    files: FilesSection
+    fabric_tco: FabricTcoSection
+    services: ServicesSection
+    support: SupportSection
+    kubernetes: KubernetesSection

@@ -19,13 +19,13 @@ Defaults and why:
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import DRAIN_POLICIES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import RolloutSection
 
 FIELD = "gpucluster_rollout"
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, int | str] = {
     "batch_size": "25%",
     "max_fail_percentage": 0,
     "drain_timeout_s": 3600,
@@ -34,7 +34,7 @@ DEFAULTS: dict[str, Any] = {
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*\Z")
 
 
-def _batch_size(value: Any) -> int | str:
+def _batch_size(value: object) -> int | str:
     field = f"{FIELD}.batch_size"
     allowed = (
         'a node count of at least 1 (e.g. 16) or a whole percentage of the compute nodes from 1% to 100% (e.g. "25%")'
@@ -48,16 +48,18 @@ def _batch_size(value: Any) -> int | str:
         if value.strip().isdigit():
             return _batch_size(int(value))
         match = _PERCENT.match(value)
-        require(match is not None and 0 < int(match.group(1)) <= 100, field, value, allowed)
-        return f"{int(match.group(1))}%"  # type: ignore[union-attr]
+        if match is None or not 0 < int(match.group(1)) <= 100:
+            raise PlanError(field, value, allowed)
+        return f"{int(match.group(1))}%"
     raise PlanError(field, value, allowed)
 
 
-def rollout_plan(raw: Any) -> dict[str, Any]:
+def rollout_plan(raw: object) -> RolloutSection:
     """plan["rollout"]: ``{"batch_size": int | "N%", "max_fail_percentage": int, "drain_timeout_s": int,
     "drain_policy": "wait" | "skip"}`` from ``gpucluster_rollout`` (optional; every key has a default)."""
     raw = {} if raw is None else raw
-    require(isinstance(raw, dict), FIELD, raw, f"a mapping with keys {', '.join(DEFAULTS)}")
+    if not isinstance(raw, dict):
+        raise PlanError(FIELD, raw, f"a mapping with keys {', '.join(DEFAULTS)}")
     unknown = sorted(set(raw) - set(DEFAULTS))
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, f"only the keys {', '.join(DEFAULTS)}")
     got = {**DEFAULTS, **raw}
@@ -65,11 +67,13 @@ def rollout_plan(raw: Any) -> dict[str, Any]:
     require(policy in DRAIN_POLICIES, f"{FIELD}.drain_policy", policy, " or ".join(DRAIN_POLICIES))
     return {
         "batch_size": _batch_size(got["batch_size"]),
-        "max_fail_percentage": check_range(
-            got["max_fail_percentage"], f"{FIELD}.max_fail_percentage", 0, 100, integer=True
+        "max_fail_percentage": int(
+            check_range(got["max_fail_percentage"], f"{FIELD}.max_fail_percentage", 0, 100, integer=True)
         ),
-        "drain_timeout_s": check_range(got["drain_timeout_s"], f"{FIELD}.drain_timeout_s", 0, 7 * 86400, integer=True),
-        "drain_policy": policy,
+        "drain_timeout_s": int(
+            check_range(got["drain_timeout_s"], f"{FIELD}.drain_timeout_s", 0, 7 * 86400, integer=True)
+        ),
+        "drain_policy": str(policy),
     }
 
 

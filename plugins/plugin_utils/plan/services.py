@@ -14,57 +14,67 @@ one list object (the plan's JSON is the same; its memory does not grow with a co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import PlannedUnit, ServicesSection
 
 #: A plan condition: the plan (the sections it reads are assembled before ``services``) -> bool.
-Condition = Callable[[Mapping[str, Any]], bool]
-#: One planned unit as the plan carries it: ``unit``, ``role``, ``switch`` (a role variable or None).
-PlannedUnit = dict[str, str | None]
+Condition = Callable[[PlanView], bool]
 
 #: The unit that loads the firewall policy (common role): the audit's firewall check follows it.
 FIREWALL_UNIT = "gpucluster-nftables"
 
 
-def _always(_plan: Mapping[str, Any]) -> bool:
+def _always(_plan: PlanView) -> bool:
     return True
 
 
-def _slurm(plan: Mapping[str, Any]) -> bool:
-    return bool(plan["cluster"]["scheduler"] == "slurm")
+def _slurm(plan: PlanView) -> bool:
+    return plan["cluster"]["scheduler"] == "slurm"
 
 
-def _accounting(plan: Mapping[str, Any]) -> bool:
+def _accounting(plan: PlanView) -> bool:
     return _slurm(plan) and bool((plan.get("slurm") or {}).get("accounting"))
 
 
-def _fabric_manager(plan: Mapping[str, Any]) -> Mapping[str, Any]:
+def _slurm_queue(plan: PlanView) -> bool:
+    """The Slurm queue exporter's timer (head role): where the plan has the exporter (Slurm path)."""
+    return _slurm(plan) and plan["monitoring"].get("slurm_queue") is not None
+
+
+def _fabric_manager(plan: PlanView) -> dict[str, object]:
     return dict((plan["gpu"].get("bringup") or {}).get("fabric_manager") or {})
 
 
-def _fabric_manager_started(plan: Mapping[str, Any]) -> bool:
+def _fabric_manager_started(plan: PlanView) -> bool:
     """NVSwitch boards need Fabric Manager (compute role, tasks/gpu_software.yml); the lab has no GPU."""
     return bool(_fabric_manager(plan).get("required")) and not plan["cluster"]["lab"]
 
 
-def _fabric_manager_unit(plan: Mapping[str, Any]) -> str:
+def _fabric_manager_unit(plan: PlanView) -> str:
     return str(_fabric_manager(plan).get("service") or "nvidia-fabricmanager.service").removesuffix(".service")
+
+
+def _primary_controller(plan: PlanView) -> str | None:
+    """The primary Slurm controller (plan slurm.controller, the head), None without Slurm."""
+    return str(plan["slurm"]["controller"]) if _slurm(plan) and plan.get("slurm") else None
 
 
 @dataclass(frozen=True)
 class Service:
     """One row of :data:`SERVICES`: ``unit`` is the unit's name, or a function of the plan that names it."""
 
-    unit: str | Callable[[Mapping[str, Any]], str]
+    unit: str | Callable[[PlanView], str]
     role: str  # the role whose tasks enable and start it
     hosts: frozenset[str] | None  # the host roles it runs on; None: every host
     when: Condition = _always  # the plan condition under which the role starts it
     switch: str | None = None  # a role variable that turns it off (the role's default: SWITCHES)
+    primary: bool = False  # on the primary Slurm controller only (plan slurm.controller), not on a backup
 
-    def name(self, plan: Mapping[str, Any]) -> str:
+    def name(self, plan: PlanView) -> str:
         return self.unit if isinstance(self.unit, str) else self.unit(plan)
 
 
@@ -78,6 +88,10 @@ SERVICES: tuple[Service, ...] = (
     Service(FIREWALL_UNIT, "common", None, switch="common_firewall_enabled"),
     Service("prometheus", "head", frozenset({groups.HEAD})),  # head/tasks/main.yml
     Service("prometheus-alertmanager", "head", frozenset({groups.HEAD})),
+    # head/tasks/main.yml: the Slurm queue exporter's and the self-healing loop's timers, on the primary
+    # controller only (scontrol, sbatch and the healing history live there)
+    Service("gpucluster-slurm-metrics.timer", "head", frozenset({groups.HEAD}), _slurm_queue, primary=True),
+    Service("gpucluster-heal.timer", "head", frozenset({groups.HEAD}), _slurm, primary=True),
     Service("munge", "common", None, _slurm),  # common/tasks/munge.yml: Slurm's authentication
     Service("slurmctld", "slurm", _CONTROLLERS, _slurm),  # slurm/tasks/main.yml
     Service("slurmdbd", "slurm", frozenset({groups.HEAD}), _accounting),  # slurm/tasks/accounting.yml
@@ -90,22 +104,24 @@ SERVICES: tuple[Service, ...] = (
 SWITCHES: dict[str, bool] = {"common_firewall_enabled": True}
 
 
-def services_plan(plan: Mapping[str, Any]) -> dict[str, list[PlannedUnit]]:
+def services_plan(plan: PlanView) -> ServicesSection:
     """{host: [{unit, role, switch}, ...]}: the units the roles start on each host of the plan.
 
-    Reads ``cluster``, ``hosts``, ``gpu`` and ``slurm`` (when planned)."""
+    Reads ``cluster``, ``hosts``, ``gpu``, ``monitoring`` and ``slurm`` (when planned)."""
     rows = [row for row in SERVICES if row.when(plan)]
-    by_roles: dict[frozenset[str], list[PlannedUnit]] = {}
-    out: dict[str, list[PlannedUnit]] = {}
+    primary = _primary_controller(plan)
+    by_roles: dict[tuple[frozenset[str], bool], list[PlannedUnit]] = {}
+    out: ServicesSection = {}
     for host, entry in plan["hosts"].items():
-        roles = frozenset(entry.get("roles") or [])
-        if roles not in by_roles:
-            by_roles[roles] = [
+        key = (frozenset(entry["roles"]), host == primary)
+        if key not in by_roles:
+            roles, is_primary = key
+            by_roles[key] = [
                 {"unit": row.name(plan), "role": row.role, "switch": row.switch}
                 for row in rows
-                if row.hosts is None or roles & row.hosts
+                if (row.hosts is None or roles & row.hosts) and (is_primary or not row.primary)
             ]
-        out[host] = by_roles[roles]
+        out[host] = by_roles[key]
     return out
 
 

@@ -10,11 +10,23 @@ kernel does not migrate pages under pinned DMA buffers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.firewall import host_policy
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import (
+    AddressPlan,
+    ClusterSection,
+    HostAddresses,
+    HostEntry,
+    HostsSection,
+    Limit,
+    NetworkUnit,
+    Nic,
+    Sysctl,
+    TimeSection,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interfaces import server_interfaces
 
 if TYPE_CHECKING:
@@ -33,10 +45,10 @@ _SYSCTLS: list[tuple[str, str, bool, str]] = [
 ]
 
 
-def sysctls(roles: list[str]) -> list[dict[str, Any]]:
+def sysctls(roles: list[str]) -> list[Sysctl]:
     """The sysctls a host with these roles gets (every host gets the network ones)."""
     gpu_only = {"vm.zone_reclaim_mode", "kernel.numa_balancing"}
-    out = []
+    out: list[Sysctl] = []
     for key, value, netns, why in _SYSCTLS:
         if key in gpu_only and "compute" not in roles:
             continue
@@ -44,7 +56,7 @@ def sysctls(roles: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def limits(roles: list[str], memlock: str = "unlimited") -> list[dict[str, str]]:
+def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
     """pam_limits entries: RDMA needs unlimited locked memory on compute and storage hosts.
 
     ``memlock`` is "unlimited" on real hosts; the lab passes the container's hard limit,
@@ -66,12 +78,12 @@ NETWORKS: dict[str, str] = {"compute": "fabric", "storage": "storage", "manageme
 
 
 def network_units(
-    addresses: Mapping[str, Any],
-    nics: list[dict[str, Any]],
+    addresses: HostAddresses,
+    nics: list[Nic],
     prefixes: dict[str, int],
     *,
     rail_mtu: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[NetworkUnit]:
     """systemd-networkd units for a host's management, storage and rail interfaces.
 
     ``addresses``: the host's entry of the address plan; ``nics``: the NICs the host has
@@ -86,22 +98,23 @@ def network_units(
     also has as its management NIC counts as ``management`` whatever its purpose.
     """
     management = {nic["netdev"] for nic in nics if nic["purpose"] == "management"}
-    units = []
+    units: list[NetworkUnit] = []
+    by_purpose: Mapping[str, object] = addresses
     for nic in nics:
         purpose = nic["purpose"]
+        address: object
         if purpose == "compute":
-            rail = str(nic.get("rail"))
-            address = (addresses.get("rails") or {}).get(rail)
+            address = addresses.get("rails", {}).get(str(nic.get("rail")))
             prefix = prefixes.get("rail")
         elif purpose == "storage" and "storage_interfaces" in addresses:
             address = addresses["storage_interfaces"].get(nic["netdev"])
             prefix = prefixes.get("storage")
         else:
-            address = addresses.get(purpose)
+            address = by_purpose.get(purpose)
             prefix = prefixes.get(purpose)
         if not address or prefix is None:
             continue
-        unit = {
+        unit: NetworkUnit = {
             "name": f"10-gpucluster-{nic['netdev']}.network",
             "netdev": nic["netdev"],
             "purpose": purpose,
@@ -115,7 +128,19 @@ def network_units(
     return units
 
 
-def served_addresses(storage: dict[str, Any]) -> list[dict[str, Any]]:
+class ServedAddress(TypedDict):
+    """An address a client mounts or peers with: its server, the interface it must be on (None: any), what
+    the client does with it and the inventory field that places it; ``interface``: where it was found."""
+
+    host: str
+    address: str
+    netdev: str | None
+    use: str
+    field: str
+    interface: NotRequired[str]
+
+
+def served_addresses(storage: Mapping[str, Any]) -> list[ServedAddress]:
     """Every address a client mounts or peers with, and the server that must hold it.
 
     ``storage``: the plan's storage section. Each entry: ``host`` (the server), ``address``,
@@ -124,7 +149,7 @@ def served_addresses(storage: dict[str, Any]) -> list[dict[str, Any]]:
     that places it). NFS: the export's address; Lustre: the MGS NID, and one NID per LNet
     interface of every server; BeeGFS: the management host; NVMe-oF: each target's port.
     """
-    out: list[dict[str, Any]] = []
+    out: list[ServedAddress] = []
     st_field = "gpucluster_storage.server_interfaces"
     nfs = storage.get("nfs")
     if nfs:
@@ -161,7 +186,7 @@ def served_addresses(storage: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -> dict[str, Any]:
+def check_addresses(hosts: HostsSection, storage: Mapping[str, Any]) -> dict[str, list[ServedAddress]]:
     """The plan's address rules (DESIGN.md, bring-up rules), before any host is touched.
 
     - every address is on exactly one interface (``hosts``: the plan's hosts with their
@@ -174,7 +199,7 @@ def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -
     """
     places: dict[str, list[str]] = {}
     for host, entry in hosts.items():
-        for unit in entry.get("network_units") or []:
+        for unit in entry["network_units"]:
             places.setdefault(str(unit["address"]).split("/", maxsplit=1)[0], []).append(f"{host} {unit['netdev']}")
     for address, where in places.items():
         require(
@@ -183,32 +208,34 @@ def check_addresses(hosts: dict[str, dict[str, Any]], storage: dict[str, Any]) -
             address,
             f"every address on one interface ({address} is planned on {', '.join(where)})",
         )
-    served = []
+    served: list[ServedAddress] = []
     for item in served_addresses(storage):
-        entry = hosts.get(item["host"]) or {}
+        server = hosts.get(item["host"])
         units = {
-            str(u["address"]).split("/", maxsplit=1)[0]: u["netdev"]
-            for u in entry.get("network_units") or []
+            u["address"].split("/", maxsplit=1)[0]: u["netdev"]
+            for u in (server["network_units"] if server else [])
             if item["netdev"] is None or u["netdev"] == item["netdev"]
         }
-        mgmt = (entry.get("addresses") or {}).get("management")
+        mgmt = server["addresses"]["management"] if server else None
         on = units.get(item["address"])
         if on is None and item["address"] == mgmt and item["netdev"] is None:
             on = "management"
         host = item["host"]
-        where = f"interface {item['netdev']} of {host}" if item["netdev"] else f"any interface of {host}"
-        require(
-            on is not None,
-            item["field"],
-            item["address"],
-            f"an address configured on {where}: {item['address']} is {item['use']}, but the plan puts it on no"
-            f" interface there (list {item['host']}'s storage interfaces in {item['field']})",
-        )
-        served.append({**item, "interface": on})
+        place = f"interface {item['netdev']} of {host}" if item["netdev"] else f"any interface of {host}"
+        if on is None:
+            raise PlanError(
+                item["field"],
+                item["address"],
+                f"an address configured on {place}: {item['address']} is {item['use']}, but the plan puts it on no"
+                f" interface there (list {item['host']}'s storage interfaces in {item['field']})",
+            )
+        found = item.copy()
+        found["interface"] = on
+        served.append(found)
     return {"served": served}
 
 
-def cluster_section(site: Site) -> dict[str, Any]:
+def cluster_section(site: Site) -> ClusterSection:
     """plan.cluster: the site's name, tier, head, compute nodes and GPUs, scheduler."""
     nodes = len(site.compute_hosts)
     return {
@@ -226,7 +253,7 @@ def cluster_section(site: Site) -> dict[str, Any]:
     }
 
 
-def time_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
+def time_plan(site: Site, addresses: AddressPlan) -> TimeSection:
     """plan.time: the head serves time to the cluster from the site's upstream servers."""
     return {
         "server": site.head,
@@ -237,27 +264,28 @@ def time_plan(site: Site, addresses: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def hosts_plan(site: Site, addresses: Mapping[str, Any], fab: Mapping[str, Any]) -> dict[str, Any]:
+def hosts_plan(site: Site, addresses: AddressPlan, fab: Mapping[str, Any]) -> HostsSection:
     """Per host: its roles, addresses, sysctls, limits, interface units and firewall. On RoCE the rails'
     interface units carry the fabric's MTU too (common role, network.j2)."""
     memlock = site.memlock_kb
     pools = addresses["pools"]
     prefixes = {name: pool["prefixlen"] for name, pool in pools.items() if name != "fabric"}
-    if addresses.get("rails"):
-        prefixes["rail"] = int(str(addresses["rails"][0]["cidr"]).split("/")[1])
+    if addresses["rails"]:
+        prefixes["rail"] = int(addresses["rails"][0]["cidr"].split("/")[1])
     mgmt_if = site.management_interface
     rail_mtu = fab["roce"]["mtu"] if fab["roce"] else None
-    out = {}
+    out: HostsSection = {}
     for h in site.hosts:
+        nics: list[Nic]
         if "compute" in h.roles:
-            nics = [vars(n) for n in site.node.nics]
+            nics = [{"netdev": n.netdev, "purpose": n.purpose, "rail": n.rail} for n in site.node.nics]
             if not any(n["purpose"] == "management" for n in nics):
                 nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
         else:
             nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
             if "storage" in h.roles:  # a storage server: its own storage interfaces, one address each
                 nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in server_interfaces(site)]
-        out[h.name] = {
+        entry: HostEntry = {
             "roles": h.roles,
             "addresses": addresses["hosts"][h.name],
             "sysctl": sysctls(h.roles),
@@ -266,4 +294,5 @@ def hosts_plan(site: Site, addresses: Mapping[str, Any], fab: Mapping[str, Any])
             # its limited ports (management network only) and the cluster networks it accepts
             "firewall": host_policy(h.roles, addresses["hosts"][h.name], addresses),
         }
+        out[h.name] = entry
     return out

@@ -33,7 +33,8 @@ def _gres_set(text: str | None) -> set[str]:
 def slurm_findings(plan: Mapping[str, Any], slurm: Mapping[str, Any] | None, unchecked: Unchecked) -> list[Finding]:
     """Slurm's view (``scontrol -o show node`` on the head) against the plan's slurm.conf node lines
     (``slurm.nodes``: a host list, its Gres and Features each)."""
-    if not slurm_planned(plan) or not_read(slurm, str((plan.get("cluster") or {}).get("head")), "slurm", unchecked):
+    reader = str((plan.get("cluster") or {}).get("head"))  # the host that reads Slurm's view
+    if not slurm_planned(plan) or slurm is None or not_read(slurm, reader, "slurm", unchecked):
         return []
     nodes = slurm.get("nodes") or {}
     out: list[Finding] = []

@@ -240,13 +240,12 @@ def test_the_plan_reads_the_site_model_never_the_raw_inventory() -> None:
 
 
 def test_a_stage_reads_only_the_sections_it_names_and_writes_none() -> None:
-    plan = {"cluster": {"name": "c"}, "gpu": {"model": "m"}}
-    needs = assembly._needs(plan, "gpu")
-    assert dict(needs) == {"gpu": {"model": "m"}}
-    with pytest.raises(TypeError):
-        needs["cluster"] = {}  # type: ignore[index]
-    with pytest.raises(KeyError, match="health"):
-        assembly._needs(plan, "gpu", "health")  # a stage placed before the one it reads
+    gpu: dict[str, Any] = {"model": "m"}
+    needs = assembly._needs(gpu=gpu)
+    assert needs == {"gpu": {"model": "m"}}
+    # each stage its own view: what one stage adds to its view, the next never sees
+    needs["cluster"] = {}  # type: ignore[typeddict-item]
+    assert assembly._needs(gpu=gpu) == {"gpu": {"model": "m"}}
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
@@ -363,9 +362,9 @@ def test_no_stage_changes_a_section_it_was_given(inventory: str, monkeypatch: py
     seen: list[dict[str, Any]] = []
     real = assembly._needs
 
-    def recording(plan: Any, *sections: str) -> Any:
-        seen.append(copy.deepcopy({name: plan[name] for name in sections}))
-        return real(plan, *sections)
+    def recording(**sections: Any) -> Any:
+        seen.append(copy.deepcopy(sections))
+        return real(**sections)
 
     monkeypatch.setattr(assembly, "_needs", recording)
     plan = cluster_plan(*(_roce_tier2() if inventory == "roce" else load_inventory(inventory)))

@@ -19,13 +19,15 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.services imp
 
 EVERY_HOST = ["chrony", "prometheus-node-exporter", FIREWALL_UNIT]
 HEAD = ["prometheus", "prometheus-alertmanager"]
-SLURM_HEAD = [*EVERY_HOST, *HEAD, "munge", "slurmctld", "slurmdbd"]
+#: the head role's timers on the Slurm path: the queue exporter's and the self-healing loop's (primary only)
+TIMERS = ["gpucluster-slurm-metrics.timer", "gpucluster-heal.timer"]
+SLURM_HEAD = [*EVERY_HOST, *HEAD, *TIMERS, "munge", "slurmctld", "slurmdbd"]
 SLURM_COMPUTE = [*EVERY_HOST, "munge", "slurmd", "nvidia-fabricmanager"]
 SLURM_STORAGE = [*EVERY_HOST, "munge"]
 
 #: The planned units of each host of the reference tiers (inventories/tierN), in the plan's order.
 PLANNED: dict[str, dict[str, list[str]]] = {
-    "tier1": {"dgx01": [*EVERY_HOST, *HEAD, "munge", "slurmctld", "slurmdbd", "slurmd", "nvidia-fabricmanager"]},
+    "tier1": {"dgx01": [*SLURM_HEAD, "slurmd", "nvidia-fabricmanager"]},
     "tier2": {"head01": SLURM_HEAD, "compute01": SLURM_COMPUTE, "compute02": SLURM_COMPUTE, "nfs01": SLURM_STORAGE},
     "tier3": {
         "head01": SLURM_HEAD,
@@ -74,8 +76,20 @@ def test_the_lab_starts_no_fabric_manager_and_a_host_sees_only_its_own_units() -
 
 def test_services_plan_reads_only_the_sections_it_names() -> None:
     plan = plan_of("tier4")
-    needs = {k: plan[k] for k in ("cluster", "hosts", "gpu", "slurm")}
+    needs = {k: plan[k] for k in ("cluster", "hosts", "gpu", "monitoring", "slurm")}
     assert services_plan(needs) == plan["services"]
+
+
+def test_the_head_timers_run_on_the_primary_controller_only() -> None:
+    plan = plan_of("tier4")
+    # a second host of the head group: Prometheus and Alertmanager there too, the timers on the primary only
+    hosts = {**plan["hosts"], "head03": {**plan["hosts"]["head01"], "roles": ["head"]}}
+    view = {"cluster": plan["cluster"], "hosts": hosts, "gpu": plan["gpu"], "monitoring": plan["monitoring"]}
+    units = services_plan({**view, "slurm": plan["slurm"]})
+    assert plan["slurm"]["controller"] == "head01"
+    assert [u["unit"] for u in units["head01"]] == SLURM_HEAD
+    assert [u["unit"] for u in units["head03"]] == [*EVERY_HOST, *HEAD, "munge", "slurmctld", "slurmdbd"]
+    assert all(u["role"] == "head" for u in units["head01"] if u["unit"] in TIMERS)
 
 
 def test_each_role_switch_is_the_roles_variable_with_its_default_and_the_audit_passes_it() -> None:
