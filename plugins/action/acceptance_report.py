@@ -11,13 +11,14 @@ import datetime
 import json
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import PlanView
 
 
 def _raw_files(hosts: dict[str, Any], cluster: dict[str, Any]) -> dict[str, str]:
@@ -64,8 +65,9 @@ class ActionModule(ActionBase):
         if not isinstance(hosts, dict) or not isinstance(cluster, dict):
             raise AnsibleActionFail("hosts and cluster must be mappings")
         level = args.get("dcgm_level")
-        checks = acceptance.acceptance_checks(plan, hosts, cluster, dcgm_level=int(level) if level else None)
-        report = acceptance.acceptance_report(plan, checks)
+        view = cast(PlanView, plan)  # the registered plan the engine built (cluster_plan), as its typed view
+        checks = acceptance.acceptance_checks(view, hosts, cluster, dcgm_level=int(level) if level else None)
+        report = acceptance.acceptance_report(view, checks)
         report["generated_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         files = {
             "report.json": json.dumps(report, indent=2, sort_keys=True) + "\n",

@@ -17,11 +17,14 @@ task (about 70 ms each). Each filter therefore imports what it calls with an ord
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.filter_calls import kwargs_filter, run
+
+if TYPE_CHECKING:  # the filters import the engine when called (a filter file loads fast)
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import Floors
 
 
 def gpu_clocks(model: str, policy: str = "max_performance", **kwargs: Any) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def fabric_tco(source: Mapping[str, Any], text: bool = False) -> Any:
     return run("fabric_tco", tco.fabric_tco_for, source, text=bool(text))
 
 
-def _validation_floors(tier: str, **kwargs: Any) -> dict[str, Any]:
+def _validation_floors(tier: str, **kwargs: Any) -> Floors:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import tiers
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import floors
 

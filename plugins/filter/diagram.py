@@ -8,19 +8,22 @@ Documentation: ``ansible-doc -t filter gpucluster.tiers.<name>`` (YAML beside th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import diagram
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html as report_html
 
 
-def _plan(name: str, plan: Any) -> dict[str, Any]:
+def _plan(name: str, plan: object) -> Plan:
+    """The registered plan from Ansible, as the typed plan: the engine built it (cluster_plan), so only its
+    sections' presence is checked here."""
     if not isinstance(plan, Mapping) or not {"cluster", "fabric", "power", "cooling", "hosts"} <= set(plan):
         raise AnsibleFilterError(f"gpucluster.tiers.{name}: input must be the cluster plan (gpucluster_plan)")
-    return plain(plan)
+    return cast(Plan, plain(plan))
 
 
 def fabric_dot(plan: Mapping[str, Any], max_hosts: int = 64, max_switches: int = 96) -> str:

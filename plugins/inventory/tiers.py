@@ -111,7 +111,7 @@ def check_yaml_files(places: list[Path], error: type[Exception] = AnsibleParserE
             continue
         for file in files:
             with open(file, "rb") as handle:  # streamed: a large file is never held whole
-                found = yaml_limits(handle)  # type: ignore[arg-type]  # yaml.parse reads a binary stream as well as text
+                found = yaml_limits(handle)  # yaml.parse reads a binary stream as well as text
             if found:
                 raise error(yaml_limit_message(str(file), *found))
 

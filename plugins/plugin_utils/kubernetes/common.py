@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import JsonObject
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 #: label prefix of the collection's own node labels
 PREFIX = "gpucluster.io"
@@ -59,7 +59,7 @@ def toleration(spec: dict[str, str]) -> JsonObject:
     return dict(spec)
 
 
-def tenants(plan: Plan) -> list[Mapping[str, object]]:
+def tenants(plan: PlanView) -> list[Mapping[str, object]]:
     """The plan's teams (``plan["tenants"]``: name, gpus, shares, users), none on a site without teams."""
     teams = plan.get("tenants")
     return list(teams) if isinstance(teams, list) else []

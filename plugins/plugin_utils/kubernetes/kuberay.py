@@ -33,7 +33,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model 
     RaySizes,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.namespaces import volume_paths
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 #: what a whole-node worker leaves to the node's DaemonSets (GPU/Network Operator agents, DCGM
 #: exporter, node-exporter, CNI): a project choice, not a hardware number
@@ -51,13 +51,13 @@ POD_INTERFACE = "eth0"
 ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources())'"
 
 
-def nccl_env(plan: Plan) -> list[dict[str, str]]:
+def nccl_env(plan: PlanView) -> list[dict[str, str]]:
     """The plan's /etc/nccl.conf as container env (same keys, same values: HCAs, GID index and TC on RoCE,
     socket interface)."""
     return [{"name": k, "value": str(v)} for k, v in sorted(plan["nccl"]["conf"].items())]
 
 
-def worker_env(plan: Plan) -> list[dict[str, str]]:
+def worker_env(plan: PlanView) -> list[dict[str, str]]:
     """A Ray worker's env: nccl.conf's, but the socket interface is the pod's (the worker is on the pod
     network); the HCAs (and on RoCE the GID index and traffic class) are the node's, as the RDMA devices are."""
     env = nccl_env(plan)
@@ -66,7 +66,7 @@ def worker_env(plan: Plan) -> list[dict[str, str]]:
     return env
 
 
-def _storage_mounts(plan: Plan) -> tuple[list[JsonValue], list[JsonValue]]:
+def _storage_mounts(plan: PlanView) -> tuple[list[JsonValue], list[JsonValue]]:
     """The job pods' volumes: each path of :func:`namespaces.volume_paths` through the team's claim of the same
     name (a PersistentVolume of the team's folder on the node: no hostPath in the pod, which Pod Security
     baseline refuses), mounted at the node's path; /dev/shm in memory."""
@@ -78,7 +78,7 @@ def _storage_mounts(plan: Plan) -> tuple[list[JsonValue], list[JsonValue]]:
     return volumes, mounts
 
 
-def ray_sizes(plan: Plan, shape: NodeShape) -> RaySizes:
+def ray_sizes(plan: PlanView, shape: NodeShape) -> RaySizes:
     """What a Ray worker and the Ray head request, and where the head runs: a worker takes a GPU node's
     allocatable less its DaemonSets; the head runs on the CPU pool, or, without one, beside a worker
     (which then leaves it room)."""
@@ -94,12 +94,12 @@ def ray_sizes(plan: Plan, shape: NodeShape) -> RaySizes:
     }
 
 
-def _gpu_selector(plan: Plan) -> JsonObject:
+def _gpu_selector(plan: PlanView) -> JsonObject:
     cl = plan["cluster"]
     return {f"{PREFIX}/gpu-model": cl["gpu_model"], f"{PREFIX}/cluster": cl["name"], POOL_LABEL: "gpu"}
 
 
-def _worker_pod(plan: Plan, shape: NodeShape, levels: list[str], sizes: RaySizes) -> JsonObject:
+def _worker_pod(plan: PlanView, shape: NodeShape, levels: list[str], sizes: RaySizes) -> JsonObject:
     """The worker pod template: a whole GPU node (all its GPUs, one RDMA share), the plan's NCCL env."""
     volumes, mounts = _storage_mounts(plan)
     limits: JsonObject = {
@@ -138,7 +138,7 @@ def _worker_pod(plan: Plan, shape: NodeShape, levels: list[str], sizes: RaySizes
     }
 
 
-def _head_pod(plan: Plan, sizes: RaySizes) -> JsonObject:
+def _head_pod(plan: PlanView, sizes: RaySizes) -> JsonObject:
     """The head pod template: no GPU, on the CPU pool if there is one."""
     on_pool = sizes["head"]["node_pool"] == "cpu"
     pod_security, container_security = tenancy.restricted_security_context()
@@ -172,7 +172,7 @@ def _head_pod(plan: Plan, sizes: RaySizes) -> JsonObject:
     }
 
 
-def ray_cluster_spec(plan: Plan, shape: NodeShape, levels: list[str]) -> JsonObject:
+def ray_cluster_spec(plan: PlanView, shape: NodeShape, levels: list[str]) -> JsonObject:
     """A RayCluster spec whose workers take whole nodes (all GPUs, the RDMA devices) with the plan's NCCL env."""
     nodes = int(plan["cluster"]["compute_nodes"])
     sizes = ray_sizes(plan, shape)
@@ -202,7 +202,7 @@ def ray_cluster_spec(plan: Plan, shape: NodeShape, levels: list[str]) -> JsonObj
     }
 
 
-def ray_objects(plan: Plan, shape: NodeShape, levels: list[str]) -> list[JsonObject]:
+def ray_objects(plan: PlanView, shape: NodeShape, levels: list[str]) -> list[JsonObject]:
     """A RayJob (batch training, admitted by Kueue as one gang) and a RayCluster (interactive), both templates."""
     teams = tenants(plan)
     ns = text(teams[0]["name"]) if teams else DEFAULT_NAMESPACE

@@ -29,7 +29,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.common
     toleration,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import JsonObject, JsonValue, NodeShape
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 API = "kueue.x-k8s.io/v1beta2"
 #: Kueue priorities: values are relative (higher admits first and may preempt lower)
@@ -52,7 +52,7 @@ def _split(total: int, percent: float) -> int:
     return math.floor(total * percent / 100)
 
 
-def _quotas(plan: Plan, shape: NodeShape) -> dict[str, int]:
+def _quotas(plan: PlanView, shape: NodeShape) -> dict[str, int]:
     nodes = int(plan["cluster"]["compute_nodes"])
     mig = plan["gpu"].get("mig") or {}
     return {
@@ -105,7 +105,7 @@ def check_tenants(teams: Sequence[Mapping[str, object]], gpus_total: int) -> Non
     )
 
 
-def _flavors_and_priorities(plan: Plan, levels: list[str]) -> list[JsonObject]:
+def _flavors_and_priorities(plan: PlanView, levels: list[str]) -> list[JsonObject]:
     """The Topology, the GPU and the CPU pool's ResourceFlavors and the WorkloadPriorityClasses."""
     cl = plan["cluster"]
     name = dns(cl["name"])
@@ -155,7 +155,7 @@ def _flavors_and_priorities(plan: Plan, levels: list[str]) -> list[JsonObject]:
     return out
 
 
-def _cluster_queue(plan: Plan, total: dict[str, int]) -> list[JsonObject]:
+def _cluster_queue(plan: PlanView, total: dict[str, int]) -> list[JsonObject]:
     """Without teams: one ClusterQueue over every GPU node, and its LocalQueue in the ``training`` namespace."""
     cl = plan["cluster"]
     name = dns(cl["name"])
@@ -181,7 +181,7 @@ def _cluster_queue(plan: Plan, total: dict[str, int]) -> list[JsonObject]:
     ]
 
 
-def _team_queues(plan: Plan, total: dict[str, int], teams: Sequence[Mapping[str, object]]) -> list[JsonObject]:
+def _team_queues(plan: PlanView, total: dict[str, int], teams: Sequence[Mapping[str, object]]) -> list[JsonObject]:
     """Per team: a ClusterQueue of its share in the cluster's cohort and its LocalQueue; then the Cohort, which
     holds what no team is guaranteed (shares under 100 %, rounding): any team borrows it."""
     cl = plan["cluster"]
@@ -230,7 +230,7 @@ def _team_queues(plan: Plan, total: dict[str, int], teams: Sequence[Mapping[str,
     return out
 
 
-def kueue_objects(plan: Plan, shape: NodeShape, levels: list[str]) -> list[JsonObject]:
+def kueue_objects(plan: PlanView, shape: NodeShape, levels: list[str]) -> list[JsonObject]:
     """Topology, ResourceFlavor, Cohort, ClusterQueues, LocalQueues, WorkloadPriorityClasses."""
     out = _flavors_and_priorities(plan, levels)
     total = _quotas(plan, shape)

@@ -13,14 +13,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.common
     toleration,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import JsonObject, NodeEntry
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # set by the kubelet on every node (Kubernetes well-known labels)
 #: MIG (compute/mig.py): the node label MIG Manager reads (docs/sources.md [G8])
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
-def _blocks(plan: Plan) -> dict[str, str]:
+def _blocks(plan: PlanView) -> dict[str, str]:
     """Host -> its scalable unit (the hosts that share the same leaf switches) from the fabric plan."""
     cabling = plan["fabric"].get("cabling") or {}
     out: dict[str, str] = {}
@@ -30,7 +30,7 @@ def _blocks(plan: Plan) -> dict[str, str]:
     return out
 
 
-def topology_levels(plan: Plan) -> list[str]:
+def topology_levels(plan: PlanView) -> list[str]:
     """Kueue Topology levels, widest first, from the fabric plan.
 
     A fat tree has blocks (scalable units under their leaves) joined by spines, and racks within a
@@ -42,7 +42,7 @@ def topology_levels(plan: Plan) -> list[str]:
     return [f"{PREFIX}/leaf-group", HOSTNAME_LABEL]
 
 
-def node_labels(plan: Plan, cooling: str) -> dict[str, NodeEntry]:
+def node_labels(plan: PlanView, cooling: str) -> dict[str, NodeEntry]:
     """Per compute node: labels and taints (plan["kubernetes"]["nodes"])."""
     cl = plan["cluster"]
     compute = [h for h, v in plan["hosts"].items() if "compute" in v["roles"]]
@@ -74,12 +74,13 @@ def node_labels(plan: Plan, cooling: str) -> dict[str, NodeEntry]:
     return out
 
 
-def cpu_pool(plan: Plan) -> dict[str, NodeEntry]:
+def cpu_pool(plan: PlanView) -> dict[str, NodeEntry]:
     """The CPU node pool where the Ray heads run: the cluster's head (no GPU, no GPU taint) unless it is a
     compute node too. A site with CPU workers of its own labels them node-pool=cpu as well."""
     cl = plan["cluster"]
     head = cl["head"]
-    if "compute" in plan["hosts"].get(head, {}).get("roles", []):
+    host = plan["hosts"].get(head)
+    if host and "compute" in host["roles"]:
         return {}
     return {head: {"labels": {f"{PREFIX}/cluster": cl["name"], POOL_LABEL: "cpu"}, "taints": []}}
 

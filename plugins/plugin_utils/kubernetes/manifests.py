@@ -57,7 +57,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.operat
     GPU_OPERATOR_NAMESPACE,
     operator_policies,
 )
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 #: The kubelet's Node Allocatable: capacity - kube-reserved - system-reserved - the hard eviction
 #: threshold is what the scheduler may place pods on ("The scheduler does not over-subscribe
@@ -92,7 +92,7 @@ FOLDERS = {
 }
 
 
-def _node_shape(plan: Plan, node: NodeResources) -> NodeShape:
+def _node_shape(plan: PlanView, node: NodeResources) -> NodeShape:
     """What a GPU node gives pods: its CPUs and its memory after the OS reserve (compute/node.py), less what
     the kubelet keeps."""
     gpus = int(plan["cluster"]["gpus_per_node"])
@@ -128,7 +128,7 @@ def _path(obj: JsonObject) -> str:
     return f"{FOLDERS.get(kind, 'namespaces')}/{stem}.yaml"
 
 
-def kubernetes_plan(plan: Plan, node: NodeResources, cooling: str = "air") -> KubernetesSection:
+def kubernetes_plan(plan: PlanView, node: NodeResources, cooling: str = "air") -> KubernetesSection:
     """plan["kubernetes"]: node labels/taints, every manifest (path + object) and the kustomization;
     ``node``: a GPU node's CPUs and memory (compute/node.py), for the kubelet's reservation."""
     # a team gets edit in the namespace of its name: never an operator's, the system's or one the plan uses

@@ -17,10 +17,10 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.common
     text,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import JsonObject, NodeSettings
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 
-def team_namespaces(plan: Plan) -> list[str]:
+def team_namespaces(plan: PlanView) -> list[str]:
     """The namespaces the teams' jobs run in: one per team (``plan["tenants"]``), else ``training``."""
     return [text(t["name"]) for t in tenants(plan)] or [DEFAULT_NAMESPACE]
 
@@ -29,7 +29,7 @@ def _users(value: object) -> list[str]:
     return [str(u) for u in value] if isinstance(value, list) else []
 
 
-def namespaces(plan: Plan) -> list[JsonObject]:
+def namespaces(plan: PlanView) -> list[JsonObject]:
     """Per team namespace (else the one ``training`` namespace): the Namespace with its Pod Security level,
     the users' RoleBinding to ``edit``, the NetworkPolicies and the team's storage (kubernetes/tenancy.py)."""
     users = {text(t["name"]): _users(t.get("users")) for t in tenants(plan)}
@@ -61,15 +61,16 @@ def namespaces(plan: Plan) -> list[JsonObject]:
     return out
 
 
-def volume_paths(plan: Plan) -> dict[str, str]:
+def volume_paths(plan: PlanView) -> dict[str, str]:
     """Volume name -> the node's path: the shared file system paths the compute role mounts on every node,
     the local scratch, and every other mount a Slurm job container gets (plan.containers.mounts: the
     checkpoint staging folder, the site's extra mounts; docs/containers.md): one convention for both
     schedulers."""
     st = plan["storage"]
     paths = dict(st.get("paths") or {})
-    if st.get("local_scratch"):
-        paths["scratch"] = st["local_scratch"]
+    scratch = st["local_scratch"]
+    if scratch:
+        paths["scratch"] = scratch
     extra = [
         m["target"] for m in (plan.get("containers") or {}).get("mounts") or [] if m["target"] not in paths.values()
     ]
@@ -78,7 +79,7 @@ def volume_paths(plan: Plan) -> dict[str, str]:
     return {dns(key): path for key, path in paths.items()}
 
 
-def node_settings(plan: Plan) -> NodeSettings:
+def node_settings(plan: PlanView) -> NodeSettings:
     """plan["kubernetes"]["node"] (tenancy.node_settings): containerd's LimitMEMLOCK, the GPU nodes' memlock
     limit of limits.conf (plan.hosts.<compute>.limits: unlimited, the lab's gpucluster_lab.memlock_kb), and the
     team folders the PersistentVolumes point to (:func:`volume_paths` x :func:`team_namespaces`), the shared

@@ -14,7 +14,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.common
     toleration,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.kubernetes.model import JsonObject, JsonValue, NodeShape
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 #: MIG (compute/mig.py): the ConfigMap with the mig-parted configs, in the GPU Operator's namespace
 #: (docs/sources.md [G8])
@@ -63,7 +63,7 @@ def _nic_policy(netdevs: list[str], shape: NodeShape) -> JsonObject:
     }
 
 
-def operator_policies(plan: Plan, shape: NodeShape) -> list[JsonObject]:
+def operator_policies(plan: PlanView, shape: NodeShape) -> list[JsonObject]:
     """GPU Operator ClusterPolicy and Network Operator NicClusterPolicy.
 
     Driver: the site's (driver.enabled false): the node image brings it with the GPUDirect RDMA

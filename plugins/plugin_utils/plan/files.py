@@ -77,14 +77,15 @@ def _units(kind: str, plan: PlanView, host: HostEntry) -> list[tuple[str, Mappin
     if kind == "network_unit":
         return [(unit["name"], unit) for unit in host["network_units"]]
     if kind == "nfs_mount":
-        nfs = plan["storage"].get("nfs") or {}
-        mounts = nfs.get("client_mounts") or [] if plan["storage"]["type"] == "nfs" else []
+        nfs = plan["storage"].get("nfs")
+        mounts = nfs["client_mounts"] if nfs and plan["storage"]["type"] == "nfs" else []
         return [(unit["unit_name"], unit) for unit in mounts]
     if kind == "lustre_mount":
-        lustre = plan["storage"].get("lustre") or {} if plan["storage"]["type"] == "lustre" else {}
-        client = lustre.get("client_mount")
+        lustre = plan["storage"].get("lustre") if plan["storage"]["type"] == "lustre" else None
+        client = lustre["client_mount"] if lustre else None
         return [(client["unit_name"], client)] if client else []
-    mount = ((plan.get("slurm") or {}).get("ha") or {}).get("state_save_mount")
+    slurm = plan.get("slurm")
+    mount = slurm["ha"]["state_save_mount"] if slurm else None
     return [(mount["unit_name"], mount)] if mount else []
 
 
@@ -141,7 +142,9 @@ class RoleFile:
 def conditions(plan: PlanView) -> dict[str, bool]:
     """The named conditions an entry's ``if`` may use, decided by the plan."""
     fabric_hosts = plan.get("fabric_host") or {}
-    nfs = plan["storage"].get("nfs") or {}
+    nfs = plan["storage"].get("nfs")
+    nfs_impl = nfs.get("server_impl") if nfs else None
+    beegfs = plan["storage"].get("beegfs")
     bringup = plan["gpu"].get("bringup") or {}
     return {
         "opensm": bool(fabric_hosts.get("opensm")),
@@ -153,13 +156,13 @@ def conditions(plan: PlanView) -> dict[str, bool]:
         "nccl_topo": bool(plan["nccl"].get("topo_file")),
         "topology": bool(plan["fabric"]["slurm_topology"]) or bool(plan["slurm"].get("topology_blocks")),
         "lustre": plan["storage"]["type"] == "lustre",
-        "nfs_kernel": nfs.get("server_impl") == "kernel",
-        "nfs_ganesha": nfs.get("server_impl") == "ganesha",
+        "nfs_kernel": nfs_impl == "kernel",
+        "nfs_ganesha": nfs_impl == "ganesha",
         "mig": bool(plan["gpu"].get("mig")),  # a MIG layout is planned (compute/mig.py)
         "nvmeof": plan["storage"]["type"] == "nvmeof",
         "beegfs": plan["storage"]["type"] == "beegfs",
         "ckpt_drain": bool((plan["storage"].get("checkpoint_drain") or {}).get("enabled")),  # storage/checkpoint.py
-        "beegfs_rdma": bool((plan["storage"].get("beegfs") or {}).get("rdma")),
+        "beegfs_rdma": bool(beegfs.get("rdma")) if beegfs else False,
         "slurm": plan["cluster"]["scheduler"] == "slurm",
         "kubernetes": plan["cluster"]["scheduler"] == "kubernetes",
         # GPU bring-up (compute/bringup.py): Fabric Manager on NVSwitch boards, nvidia_peermem when planned

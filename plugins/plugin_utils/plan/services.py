@@ -37,7 +37,8 @@ def _slurm(plan: PlanView) -> bool:
 
 
 def _accounting(plan: PlanView) -> bool:
-    return _slurm(plan) and bool((plan.get("slurm") or {}).get("accounting"))
+    slurm = plan.get("slurm")
+    return _slurm(plan) and bool(slurm and slurm["accounting"])
 
 
 def _slurm_queue(plan: PlanView) -> bool:

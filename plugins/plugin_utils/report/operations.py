@@ -4,6 +4,8 @@ report/sections.py lists them in report order)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import healing
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import INTRO as HEALTH_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import health_rows
@@ -79,36 +81,46 @@ def healing_section(plan: Plan) -> Section | None:
     return Section("Self-healing", healing.healing_rows(plan["healing"]), healing.HEALING_INTRO)
 
 
+#: the floors a link's line rate can cap (validation/model.py FloorCeilings)
+LinkFloor = Literal[
+    "allreduce_intra_node_busbw_gbs",
+    "allreduce_inter_node_busbw_gbs",
+    "nic_write_bw_gbps",
+    "storage_read_gbps",
+    "storage_write_gbps",
+]
+
+
 def acceptance_section(plan: Plan) -> Section:
     val = plan["validation"]
-    how, ceilings = val.get("how") or {}, val.get("ceilings") or {}
+    how, ceilings = val["how"], val["ceilings"]
 
-    def reached(key: str, default: str) -> str:
+    def reached(key: LinkFloor, default: str) -> str:
         text = how.get(key, default)
         ceiling = ceilings.get(key)
         return text if not ceiling or key in how else f"{text}; within {ceiling['gbs']:g}: {ceiling['link']}"
 
-    return Section(
-        "Acceptance floors",
+    rows: list[Row] = [
         [
-            [
-                "all_reduce busbw in a node (GB/s)",
-                val["allreduce_intra_node_busbw_gbs"],
-                reached("allreduce_intra_node_busbw_gbs", "large messages"),
-            ],
-            [
-                "all_reduce busbw across nodes (GB/s)",
-                val["allreduce_inter_node_busbw_gbs"],
-                reached("allreduce_inter_node_busbw_gbs", "85 % of NIC line rate"),
-            ],
-            ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], reached("nic_write_bw_gbps", "ib_write_bw")],
-            [
-                "storage (GB/s)",
-                pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
-                "tier floors; their ceilings and the links that set them: section 'Storage floors and ceilings'"
-                if plan["storage"].get("ceilings")
-                else "; ".join(reached(f"storage_{rw}_gbps", f"{rw}: tier floor") for rw in ("read", "write")),
-            ],
-        ]
-        + [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()],
-    )
+            "all_reduce busbw in a node (GB/s)",
+            val["allreduce_intra_node_busbw_gbs"],
+            reached("allreduce_intra_node_busbw_gbs", "large messages"),
+        ],
+        [
+            "all_reduce busbw across nodes (GB/s)",
+            val["allreduce_inter_node_busbw_gbs"],
+            reached("allreduce_inter_node_busbw_gbs", "85 % of NIC line rate"),
+        ],
+        ["per-NIC write (Gb/s)", val["nic_write_bw_gbps"], reached("nic_write_bw_gbps", "ib_write_bw")],
+        [
+            "storage (GB/s)",
+            pair(("read", "write"), [val["storage_read_gbps"], val["storage_write_gbps"]], "GB/s"),
+            "tier floors; their ceilings and the links that set them: section 'Storage floors and ceilings'"
+            if plan["storage"].get("ceilings")
+            else reached("storage_read_gbps", "read: tier floor")
+            + "; "
+            + reached("storage_write_gbps", "write: tier floor"),
+        ],
+    ]
+    rows += [[f"no floor: {k}", "", why] for k, why in val["reasons"].items()]
+    return Section("Acceptance floors", rows)

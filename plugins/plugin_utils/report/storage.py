@@ -77,11 +77,11 @@ def storage_ceiling_section(plan: Plan) -> Section | None:
     validation/floors.py storage_floor_within): the ceiling is what the data servers' planned storage interfaces
     carry, each card at min(its ports' line rates, its PCIe slot), or the local drives' links."""
     st, val, tier = plan["storage"], plan["validation"], plan["tier"]
-    if not st.get("ceilings"):
+    read, write = st["ceilings"]["read_gbps"], st["ceilings"]["write_gbps"]
+    if read is None or write is None:
         return None
     rows: list[Row] = []
-    for rw in ("read", "write"):
-        ceiling = st["ceilings"][f"{rw}_gbps"]
+    for rw, ceiling in (("read", read), ("write", write)):
         floor = val.get(f"storage_{rw}_gbps")
         rows.append(
             [
@@ -95,7 +95,7 @@ def storage_ceiling_section(plan: Plan) -> Section | None:
                 ),
             ]
         )
-    ceiling = st["ceilings"]["read_gbps"]
+    ceiling = read
     group = ceiling.get("server_group")
     for card in ceiling.get("cards") or []:
         rows.append(
@@ -127,7 +127,7 @@ def lustre_section(plan: Plan) -> Section | None:
     if "lustre" not in st:
         return None
     lu = st["lustre"]
-    rows = [[f"layout {role}", f"{lay['path']}: lfs setstripe {lay['setstripe_args']}", f"{lu['ost_count']} OSTs"]
+    rows: list[Row] = [[f"layout {role}", f"{lay['path']}: lfs setstripe {lay['setstripe_args']}", f"{lu['ost_count']} OSTs"]
             for role, lay in lu["layouts"].items()]  # fmt: skip
     rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
     rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
@@ -145,9 +145,9 @@ def protection_section(plan: Plan) -> Section | None:
 def nfs_section(plan: Plan) -> Section | None:
     """storage/nfs.py: the links the storage floors are checked against."""
     st = plan["storage"]
-    if not (st.get("nfs") or {}).get("links"):
+    links = st["nfs"].get("links") if "nfs" in st else None
+    if not links:
         return None
-    links = st["nfs"]["links"]
     rows: list[Row] = [
         [
             "protocol",
@@ -155,8 +155,8 @@ def nfs_section(plan: Plan) -> Section | None:
             links["rdma_note"] or "gpucluster_storage.nfs.proto",
         ],
     ]
-    if links.get("ceilings"):  # the server's ports: "Storage floors and ceilings"
-        ceiling = links["ceilings"]["read_gbps"]
+    ceiling = links["ceilings"]["read_gbps"] if "ceilings" in links else None
+    if ceiling:  # the server's ports: "Storage floors and ceilings"
         rows.append(["storage ceiling (GB/s)", ceiling["gbs"], ceiling["link"]])
     return Section("NFS links", rows)
 

@@ -63,7 +63,8 @@ def report_summary(plan: Plan) -> Summary:
     """What a reader must see first: ``warnings`` (empty for a clean plan), then ``next_steps``."""
     c, tier, par = plan["cluster"], plan["tier"], plan["parallelism"]
     warnings = _power_warnings(plan) + ups_warnings(plan.get("ups")) + _storage_warnings(plan)
-    warnings += list((plan["storage"].get("protection") or {}).get("warnings") or [])  # storage/raid.py
+    protection = plan["storage"].get("protection")  # storage/raid.py
+    warnings += protection["warnings"] if protection else []
     if not par["fits"]:
         warnings.append(f"Model does not fit: {par['strategy'].removeprefix('does not fit: ')}.")
     if c["compute_nodes"] != tier["nodes"]:

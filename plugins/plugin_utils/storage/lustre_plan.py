@@ -78,7 +78,7 @@ def lustre_plan(site: Site, addresses: Mapping[str, Any]) -> Lustre:
     mgs_nid = server_nids[mds[0]][0]["nid"]
     allow = lu.allow_format
     require(isinstance(allow, bool), f"{p}.allow_format", allow, "true or false")
-    mount_point = lu.mount_point
+    mount_point = lu.mount_point or f"/lustre/{fsname}"  # load_site sets it; the schema refuses a null
     protection_warnings: list[str] = []
     targets = lustre_targets.lustre_targets(
         fsname=fsname,

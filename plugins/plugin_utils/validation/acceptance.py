@@ -170,7 +170,7 @@ def port_counter_ports(plan: AcceptanceView | PlanView) -> list[CounterPort]:
     return [
         {"host": h["host"], "hca": h["hca"], "port": HCA_PORT, "rail": h["rail"]}
         for h in (fab.get("cabling") or {}).get("hcas") or []
-        if "compute" in hosts.get(h["host"], {}).get("roles", [])
+        if h["host"] in hosts and "compute" in hosts[h["host"]]["roles"]
     ]
 
 
