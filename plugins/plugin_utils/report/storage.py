@@ -127,8 +127,10 @@ def lustre_section(plan: Plan) -> Section | None:
     if "lustre" not in st:
         return None
     lu = st["lustre"]
-    rows: list[Row] = [[f"layout {role}", f"{lay['path']}: lfs setstripe {lay['setstripe_args']}", f"{lu['ost_count']} OSTs"]
-            for role, lay in lu["layouts"].items()]  # fmt: skip
+    rows: list[Row] = [
+        [f"layout {role}", f"{lay['path']}: lfs setstripe {lay['setstripe_args']}", f"{lu['ost_count']} OSTs"]
+        for role, lay in lu["layouts"].items()
+    ]
     rows += [[k, v, "bounded by client RAM"] for k, v in lu["client_tunables"].items()]
     rows.append(["LNet", lu["lnet"]["modprobe"], "storage NICs"])
     return Section("Lustre", rows)
