@@ -30,9 +30,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    PowerLimitSection,
+    PowerSection,
+    PsuSection,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -102,8 +107,14 @@ class PsuBudget:
             f"({self.count} - {self.redundant}) x {self.rating_w:g} W = {self.surviving_w:g} W"
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "surviving_w": self.surviving_w}
+    def as_dict(self) -> PsuSection:
+        return {
+            "count": self.count,
+            "rating_w": self.rating_w,
+            "redundant": self.redundant,
+            "level": self.level,
+            "surviving_w": self.surviving_w,
+        }
 
 
 def psu_budget(count: int | None, rating_w: float | None, level: str | None) -> PsuBudget | None:
@@ -135,13 +146,25 @@ class PowerLimit:
     # None when the model default is unknown (no -pl at stop)
     reset_power_limit_w: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> PowerLimitSection:
+        return {
+            "power_limit_w": self.power_limit_w,
+            "power_limit_source": self.power_limit_source,
+            "power_limit_reason": self.power_limit_reason,
+            "power_limit_w_uncapped": self.power_limit_w_uncapped,
+            "reset_power_limit_w": self.reset_power_limit_w,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PowerLimit:
+    def from_dict(cls, data: PowerLimitSection) -> PowerLimit:
         """The decision back from a plan's ``power`` section (plain data)."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(
+            power_limit_w=data["power_limit_w"],
+            power_limit_source=data["power_limit_source"],
+            power_limit_reason=data["power_limit_reason"],
+            power_limit_w_uncapped=data["power_limit_w_uncapped"],
+            reset_power_limit_w=data["reset_power_limit_w"],
+        )
 
 
 def circuit_kw(breaker_amps: float, voltage_v: float, phases: int) -> float:
@@ -282,7 +305,7 @@ def decide_power_limit(
     )
 
 
-def power_budget(**kwargs: Any) -> dict[str, Any]:
+def power_budget(**kwargs: Any) -> PowerSection:
     """The plan's power section (:func:`power_plan`'s first half): the filter power_budget returns it."""
     return power_plan(**kwargs)[0]  # pylint: disable=missing-kwoa  # power_plan's keywords, passed through
 
@@ -296,10 +319,10 @@ def power_plan(
     gpu_max_w: float | None,
     base_power_w: float,
     racks: int,
-    rack_budget_kw: float,
+    rack_budget_kw: float | None,
     pdu_rating_kw: float | None = None,
-    breaker_amps: float,
-    circuit_voltage_v: float,
+    breaker_amps: float | None,
+    circuit_voltage_v: float | None,
     circuit_phases: int,
     gpu_power_source: str = "model_default",
     gpu_default_w: float | None = None,
@@ -307,7 +330,7 @@ def power_plan(
     psu_count: int | None = None,
     psu_rating_w: float | None = None,
     psu_redundancy: str | None = None,
-) -> tuple[dict[str, Any], PowerLimit]:
+) -> tuple[PowerSection, PowerLimit]:
     """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan;
     with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (compute/gpu.py).
 
@@ -318,8 +341,8 @@ def power_plan(
     model's default limit (default: ``gpu_power_w`` when that is the model default). ``psu_*``: the node's
     PSUs (``gpucluster_node``); the limit is also lowered to what they carry after the redundant ones fail.
     """
-    nodes = check_range(nodes, "groups.compute", 1, None, integer=True)
-    racks = check_range(racks, f"{field}.racks", 1, nodes, integer=True)
+    nodes = int(check_range(nodes, "groups.compute", 1, None, integer=True))
+    racks = int(check_range(racks, f"{field}.racks", 1, nodes, integer=True))
     budget = check_range(rack_budget_kw, f"{field}.rack_power_budget_kw", 0.1, 2000, unit=" kW")
     pdu = check_range(pdu_rating_kw if pdu_rating_kw is not None else budget, f"{field}.pdu_rating_kw", 0.1, 2000)
     amps = check_range(breaker_amps, f"{field}.breaker_amps", 1, 1000, unit=" A")
@@ -345,64 +368,110 @@ def power_plan(
         field=field,
         psu=psu,
     )
+    return _section(
+        limit,
+        psu,
+        nodes=nodes,
+        per_rack=per_rack,
+        gpus_per_node=gpus_per_node,
+        base_power_w=base_power_w,
+        budget_kw=min(budget, pdu),
+        circuit=circuit_kw(amps, volts, circuit_phases),
+    ), limit
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """The kW of one node, one rack and the cluster at one per-GPU limit."""
+
+    gpu_load_kw_per_node: float
+    node_kw: float
+    gpu_load_kw_total: float
+    total_kw: float
+    rack_kw: float
+
+
+def _figures(gpu_w: float, gpus_per_node: int, base_power_w: float, nodes: int, per_rack: int) -> _Figures:
+    gpu_kw_node = gpus_per_node * gpu_w / 1000.0
+    one = node_kw(gpus_per_node, gpu_w, base_power_w)
+    return _Figures(
+        gpu_load_kw_per_node=round(gpu_kw_node, 4),
+        node_kw=round(one, 4),
+        gpu_load_kw_total=round(gpu_kw_node * nodes, 4),
+        total_kw=round(one * nodes, 4),
+        rack_kw=round(per_rack * one, 4),
+    )
+
+
+def _section(
+    limit: PowerLimit,
+    psu: PsuBudget | None,
+    *,
+    nodes: int,
+    per_rack: int,
+    gpus_per_node: int,
+    base_power_w: float,
+    budget_kw: float,
+    circuit: float,
+) -> PowerSection:
+    """plan.power at the decided ``limit``: the kW figures at it and at the requested one, the notes, the
+    breaker plan (``circuit``: one circuit's usable kW; ``budget_kw``: the rack's, the PDU's if lower)."""
     capped = limit.power_limit_source in CAPPED_SOURCES
     applied_w, uncapped_w = limit.power_limit_w, limit.power_limit_w_uncapped
-
-    def figures(gpu_w: float, suffix: str) -> dict[str, float]:
-        gpu_kw_node = gpus_per_node * gpu_w / 1000.0
-        one = node_kw(gpus_per_node, gpu_w, base_power_w)
-        return {
-            f"gpu_load_kw_per_node{suffix}": round(gpu_kw_node, 4),
-            f"node_kw{suffix}": round(one, 4),
-            f"gpu_load_kw_total{suffix}": round(gpu_kw_node * nodes, 4),
-            f"total_kw{suffix}": round(one * nodes, 4),
-            f"rack_kw{suffix}": round(per_rack * one, 4),
-        }
-
-    applied = figures(applied_w, "")
-    uncapped = figures(uncapped_w, "_uncapped")
+    applied = _figures(
+        applied_w, gpus_per_node=gpus_per_node, base_power_w=base_power_w, nodes=nodes, per_rack=per_rack
+    )
+    uncapped = _figures(
+        uncapped_w, gpus_per_node=gpus_per_node, base_power_w=base_power_w, nodes=nodes, per_rack=per_rack
+    )
     notes = []
     if limit.power_limit_source == "node_psu" and psu is not None:
         notes.append(
-            f"one node at {uncapped['node_kw_uncapped']:.2f} kW exceeds the {psu.surviving_w / 1000:g} kW its PSUs "
+            f"one node at {uncapped.node_kw:.2f} kW exceeds the {psu.surviving_w / 1000:g} kW its PSUs "
             f"carry at {psu.level} ({psu.count - psu.redundant} of {psu.count} x {psu.rating_w:g} W): every GPU is "
-            f"capped at {applied_w} W ({applied['node_kw']:.2f} kW per node)"
+            f"capped at {applied_w} W ({applied.node_kw:.2f} kW per node)"
         )
     elif capped:
         notes.append(
-            f"{per_rack} nodes at {uncapped['node_kw_uncapped']:.2f} kW = {uncapped['rack_kw_uncapped']:.1f} kW "
-            f"exceed the rack's {min(budget, pdu):g} kW: every GPU is capped at {applied_w} W "
-            f"({applied['rack_kw']:.2f} kW per rack)"
+            f"{per_rack} nodes at {uncapped.node_kw:.2f} kW = {uncapped.rack_kw:.1f} kW "
+            f"exceed the rack's {budget_kw:g} kW: every GPU is capped at {applied_w} W "
+            f"({applied.rack_kw:.2f} kW per rack)"
         )
-    one_node = applied["node_kw"]
-    circuit = circuit_kw(amps, volts, circuit_phases)
+    one_node = applied.node_kw
     per_circuit = math.floor(circuit / one_node) if one_node > 0 else 0
     if not per_circuit:
         notes.append(f"one node ({one_node:.1f} kW) needs more than one {circuit:.1f} kW circuit")
-    section = {
+    return {
         **limit.as_dict(),
-        **applied,
-        **uncapped,
+        "gpu_load_kw_per_node": applied.gpu_load_kw_per_node,
+        "node_kw": applied.node_kw,
+        "gpu_load_kw_total": applied.gpu_load_kw_total,
+        "total_kw": applied.total_kw,
+        "rack_kw": applied.rack_kw,
+        "gpu_load_kw_per_node_uncapped": uncapped.gpu_load_kw_per_node,
+        "node_kw_uncapped": uncapped.node_kw,
+        "gpu_load_kw_total_uncapped": uncapped.gpu_load_kw_total,
+        "total_kw_uncapped": uncapped.total_kw,
+        "rack_kw_uncapped": uncapped.rack_kw,
         "nodes_per_rack": per_rack,
         # the node's PSUs and what they carry after the redundant ones fail (None: not given)
         "psu": psu.as_dict() if psu else None,
-        "rack_budget_kw": min(budget, pdu),
+        "rack_budget_kw": budget_kw,
         # fits: the rack holds the GPUs at the limit the policy asks for; capped: the budget lowered it
         "fits": not capped,
         "capped": capped,
         "per_gpu_cap_w_to_fit": applied_w if capped else None,
         # the applied figures under their former names (the diagram's "fitted" line)
-        "node_kw_fitted": applied["node_kw"],
-        "rack_kw_fitted": applied["rack_kw"],
+        "node_kw_fitted": applied.node_kw,
+        "rack_kw_fitted": applied.rack_kw,
         "circuit_kw": round(circuit, 3),
         "nodes_per_circuit": per_circuit,
         "circuits_per_rack": math.ceil(per_rack / per_circuit) if per_circuit else None,
         "notes": notes,
     }
-    return section, limit
 
 
-def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> tuple[dict[str, Any], PowerLimit]:
+def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> tuple[PowerSection, PowerLimit]:
     """Node/rack power at the applied GPU limit: the policy's limit (``requested``), lowered when the rack
     cannot hold it. This is where the GPU power limit is decided (the PowerLimit returned); the GPU's clocks
     (compute/gpu.py) apply it."""
@@ -417,7 +486,7 @@ def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> 
         gpu_min_w=model.power_min_w,
         gpu_max_w=model.power_max_w,
         base_power_w=site.node.base_power_w,
-        racks=check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True),
+        racks=int(check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True)),
         rack_budget_kw=fac.rack_power_budget_kw,
         pdu_rating_kw=fac.pdu_rating_kw,
         breaker_amps=fac.breaker_amps,
