@@ -70,6 +70,41 @@ def requested_power_limit(
     return _known(gpu.power_default_w, f"{field}.power_cap_w", "default power limit", gpu), "model_default"
 
 
+def _power(
+    gpu: GpuModel,
+    policy: str,
+    power_cap_w: int | None,
+    power_limit: PowerLimit | None,
+    requested: tuple[int, str] | None,
+    field: str,
+) -> tuple[int, str, str, int | None]:
+    """(the applied per-GPU limit, its source, the reason, what a reset restores): the power plan's decision
+    (``power_limit``), else the limit the policy asks for."""
+    requested_w, source = requested or requested_power_limit(gpu, policy, power_cap_w, field)
+    reset_power = gpu.power_default_w
+    if power_limit is None:
+        power = requested_w
+        reason = (
+            f"{field}.power_cap_w sets {power} W per GPU"
+            if source == "site_cap"
+            else f"the {gpu.key} default power limit, {power} W per GPU"
+        )
+    else:
+        if power_limit.power_limit_w_uncapped != requested_w:
+            raise PlanError(
+                f"{field}.power_cap_w",
+                power_cap_w,
+                f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
+            )
+        power = power_limit.power_limit_w
+        if power != requested_w:  # lowered by the rack budget: still never outside the model's limits
+            power = _power_cap(gpu, power, f"{field}.power_cap_w")
+        source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
+        # stopping the unit must not lift the rack over its budget: never reset above what the rack holds
+        reset_power = power_limit.reset_power_limit_w
+    return power, source, reason, reset_power
+
+
 def gpu_clocks(
     gpu: GpuModel,
     policy: str,
@@ -116,28 +151,7 @@ def gpu_clocks(
         top_mem = _known(gpu.max_mem_mhz, f"{field}.mem_mhz", "maximum memory clock", gpu)
         mem = int(check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz"))
         lock_mem = [mem, mem]
-    requested_w, source = requested or requested_power_limit(gpu, policy, power_cap_w, field)
-    reset_power = gpu.power_default_w
-    if power_limit is None:
-        power = requested_w
-        reason = (
-            f"{field}.power_cap_w sets {power} W per GPU"
-            if source == "site_cap"
-            else f"the {gpu.key} default power limit, {power} W per GPU"
-        )
-    else:
-        if power_limit.power_limit_w_uncapped != requested_w:
-            raise PlanError(
-                f"{field}.power_cap_w",
-                power_cap_w,
-                f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
-            )
-        power = power_limit.power_limit_w
-        if power != requested_w:  # lowered by the rack budget: still never outside the model's limits
-            power = _power_cap(gpu, power, f"{field}.power_cap_w")
-        source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
-        # stopping the unit must not lift the rack over its budget: never reset above what the rack holds
-        reset_power = power_limit.reset_power_limit_w
+    power, source, reason, reset_power = _power(gpu, policy, power_cap_w, power_limit, requested, field)
     if lock_sm and gpu.power_default_w is not None and power < gpu.power_default_w:
         # a clock lock does not lift the power limit: NVML nvmlClocksEventReasonSwPowerCap, "the clocks have
         # been optimized to ensure not to exceed currently set power limits"

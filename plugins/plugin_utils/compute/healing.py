@@ -39,7 +39,7 @@ implements the Slurm path only. No I/O; pure functions of plain data.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.healing_classes import (
     ACTIONS,
@@ -59,6 +59,9 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model imp
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import ValidationSection
 
 FIELD = "gpucluster_healing"
 SCHEMA_VERSION = 1
@@ -135,7 +138,7 @@ def _check_settings(raw: object, name: str) -> tuple[bool | None, int | None]:
     return enabled, budget
 
 
-def _shared_read_path(validation: Mapping[str, Any]) -> str | None:
+def _shared_read_path(validation: ValidationSection) -> str | None:
     """The shared file system's validation directory (validation.tests.fio: the gated shared entry)."""
     for entry in (validation.get("tests") or {}).get("fio") or []:
         if entry.get("scope") == "shared":

@@ -180,6 +180,9 @@ def parallelism(
 
     ``bytes_per_param`` (default 16, the ZeRO paper's figure) keeps 2 + 2 bytes of fp16
     parameters and gradients; the rest is optimizer state (e.g. 18 = 14 bytes of it).
+
+    Longer than 80 lines on purpose: the inputs' checks, the search and the section whose ``strategy`` and
+    ``notes`` explain the choice with the same dozen figures; the search itself is :func:`_search`.
     """
     params = check_range(model_params_b, f"{field}.model_params_b", 0.001, 100000)
     gpn = int(check_range(gpus_per_node, "gpucluster_node.gpus_per_node", 1, None, integer=True))
