@@ -55,8 +55,15 @@ No I/O; pure functions of plain data.
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    BringupSection,
+    EffectiveSoftware,
+    GpudirectPlan,
+    GpuSoftware,
+    NvlsmPlan,
+    PciePlan,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
@@ -129,7 +136,7 @@ _KERNEL = re.compile(r"^(\d+)\.(\d+)(?:[.\-+~].*)?$")
 _NCCL = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)*(?:[-+].*)?$")
 
 
-def _kernel(value: Any) -> tuple[int, int] | None:
+def _kernel(value: object) -> tuple[int, int] | None:
     if value is None:
         return None
     text = str(value)
@@ -139,7 +146,7 @@ def _kernel(value: Any) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
-def _nccl(value: Any) -> tuple[int, int] | None:
+def _nccl(value: object) -> tuple[int, int] | None:
     if value is None:
         return None
     m = _NCCL.match(str(value))
@@ -160,18 +167,19 @@ KNOWN_KEYS = (
 )
 
 
-def software(section: Any) -> dict[str, Any]:
+def software(section: object) -> GpuSoftware:
     """``gpucluster_node.gpu_software`` checked, as written (None: not given)."""
     section = {} if section is None else section
     require(isinstance(section, dict), FIELD, section, "a mapping (" + ", ".join(KNOWN_KEYS) + ")")
+    assert isinstance(section, dict)  # narrowed by the require above
     for key in section:
         require(key in KNOWN_KEYS, f"{FIELD}.{key}", section[key], "one of the keys " + ", ".join(KNOWN_KEYS))
-    branch = section.get("driver_branch")
-    if branch is not None:
-        branch = int(check_range(branch, f"{FIELD}.driver_branch", 450, 999, integer=True))
-    modules = section.get("kernel_modules")
-    if modules is not None:
-        modules = check_choice(modules, f"{FIELD}.kernel_modules", KERNEL_MODULES)
+    raw_branch = section.get("driver_branch")
+    branch = (
+        None if raw_branch is None else int(check_range(raw_branch, f"{FIELD}.driver_branch", 450, 999, integer=True))
+    )
+    raw_modules = section.get("kernel_modules")
+    modules = None if raw_modules is None else check_choice(raw_modules, f"{FIELD}.kernel_modules", KERNEL_MODULES)
     kernel = section.get("kernel_version")
     _kernel(kernel)
     nccl = section.get("nccl_version")
@@ -189,7 +197,7 @@ def software(section: Any) -> dict[str, Any]:
     }
 
 
-def effective(sw: dict[str, Any], model_key: str | None = None) -> dict[str, Any]:
+def effective(sw: GpuSoftware, model_key: str | None = None) -> EffectiveSoftware:
     """What the nodes run: the inventory's values, else the target OS's and a current driver's.
 
     Each value with where it comes from (``inventory`` or the default's reason), for report.md."""
@@ -224,9 +232,9 @@ def effective(sw: dict[str, Any], model_key: str | None = None) -> dict[str, Any
     }
 
 
-def _dmabuf_missing(eff: dict[str, Any]) -> list[tuple[str, Any, str]]:
+def _dmabuf_missing(eff: EffectiveSoftware) -> list[tuple[str, object, str]]:
     """(field, value, what DMA-BUF needs) for each requirement the nodes do not meet."""
-    missing = []
+    missing: list[tuple[str, object, str]] = []
     branch = eff["driver_branch"]
     if branch is not None and branch < DMABUF_MIN_DRIVER:
         missing.append((f"{FIELD}.driver_branch", branch, f"{DMABUF_MIN_DRIVER} or later for DMA-BUF"))
@@ -245,7 +253,7 @@ def _dmabuf_missing(eff: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return missing
 
 
-def _inputs(eff: dict[str, Any]) -> str:
+def _inputs(eff: EffectiveSoftware) -> str:
     nccl = eff["nccl_version"] or f"the jobs' (>= {'.'.join(map(str, DMABUF_MIN_NCCL))} assumed)"
     branch = f"R{eff['driver_branch']}" if eff["driver_branch"] else "not given"
     return (
@@ -254,7 +262,7 @@ def _inputs(eff: dict[str, Any]) -> str:
     )
 
 
-def _peermem_refused(field: str, value: Any, missing: list[tuple[str, Any, str]]) -> None:
+def _peermem_refused(field: str, value: object, missing: list[tuple[str, object, str]]) -> None:
     dmabuf_fix = (
         "; or give DMA-BUF what it needs: " + "; ".join(f"{f.rsplit('.', 1)[-1]} {a}" for f, _v, a in missing)
         if missing
@@ -270,7 +278,7 @@ def _peermem_refused(field: str, value: Any, missing: list[tuple[str, Any, str]]
     )
 
 
-def pcie_plan(sw: dict[str, Any], method: str) -> dict[str, Any]:
+def pcie_plan(sw: GpuSoftware, method: str) -> PciePlan:
     """PCIe ACS off on the bridges and the IOMMU in pass-through, where GPUDirect RDMA is used."""
     used = method != "none"
     acs = used and sw["pcie_acs"] == "disable"
@@ -302,8 +310,8 @@ def pcie_plan(sw: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def gpudirect_plan(
-    sw: dict[str, Any], fabric_type: str, nccl_enabled: bool, model_key: str | None = None
-) -> dict[str, Any]:
+    sw: GpuSoftware, fabric_type: str, nccl_enabled: bool, model_key: str | None = None
+) -> GpudirectPlan:
     """How GPU memory reaches the RDMA NICs: DMA-BUF, nvidia_peermem or nothing (no RDMA fabric)."""
     needed = bool(nccl_enabled) and fabric_type in RDMA_FABRICS
     asked = sw["gpudirect_rdma"]
@@ -375,7 +383,7 @@ def gpudirect_plan(
     }
 
 
-def nvlsm_plan(model: GpuModel) -> dict[str, Any]:
+def nvlsm_plan(model: GpuModel) -> NvlsmPlan:
     """NVLSM with Fabric Manager on NVLink5 NVSwitch boards (catalog ``nvlsm``), else nothing to install."""
     required = bool(model.nvlsm and model.nvswitch)
     return {
@@ -394,7 +402,7 @@ def nvlsm_plan(model: GpuModel) -> dict[str, Any]:
     }
 
 
-def bringup_plan(model: GpuModel, section: Any, fabric_type: str, nccl_enabled: bool) -> dict[str, Any]:
+def bringup_plan(model: GpuModel, section: object, fabric_type: str, nccl_enabled: bool) -> BringupSection:
     """The node's bring-up: Fabric Manager (NVSwitch models), GPUDirect RDMA, the NVLink count to check."""
     sw = software(section)
     branch = sw["driver_branch"]
@@ -424,7 +432,7 @@ def bringup_plan(model: GpuModel, section: Any, fabric_type: str, nccl_enabled: 
     }
 
 
-def bringup_rows(plan_bringup: dict[str, Any]) -> list[list[str]]:
+def bringup_rows(plan_bringup: BringupSection) -> list[list[str]]:
     """[item, value, why] rows for the report."""
     fm = plan_bringup["fabric_manager"]
     gd = plan_bringup["gpudirect"]

@@ -16,8 +16,7 @@ DCGM policy and the power alert all read one value, ``power_limit_w``.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import ClocksSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import PowerLimit
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import gpu_limits
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
@@ -52,14 +51,14 @@ def _known(value: int | None, field: str, what: str, gpu: GpuModel) -> int:
     return value
 
 
-def _power_cap(gpu: GpuModel, cap: Any, field: str) -> int:
+def _power_cap(gpu: GpuModel, cap: object, field: str) -> int:
     low = _known(gpu.power_min_w, field, "minimum power limit", gpu)
     high = _known(gpu.power_max_w, field, "maximum power limit", gpu)
-    return check_range(cap, field, low, high, integer=True, unit=" W")
+    return int(check_range(cap, field, low, high, integer=True, unit=" W"))
 
 
 def requested_power_limit(
-    gpu: GpuModel, policy: str, power_cap_w: Any = None, field: str = "gpucluster_gpu_policy"
+    gpu: GpuModel, policy: str, power_cap_w: object = None, field: str = "gpucluster_gpu_policy"
 ) -> tuple[int, str]:
     """The per-GPU limit ``policy`` asks for and its source ("site_cap" or "model_default"), before any
     rack budget; PlanError for a cap outside the model's limits or a power_capped policy without one.
@@ -69,6 +68,41 @@ def requested_power_limit(
     if power_cap_w is not None:
         return _power_cap(gpu, power_cap_w, f"{field}.power_cap_w"), "site_cap"
     return _known(gpu.power_default_w, f"{field}.power_cap_w", "default power limit", gpu), "model_default"
+
+
+def _power(
+    gpu: GpuModel,
+    policy: str,
+    power_cap_w: int | None,
+    power_limit: PowerLimit | None,
+    requested: tuple[int, str] | None,
+    field: str,
+) -> tuple[int, str, str, int | None]:
+    """(the applied per-GPU limit, its source, the reason, what a reset restores): the power plan's decision
+    (``power_limit``), else the limit the policy asks for."""
+    requested_w, source = requested or requested_power_limit(gpu, policy, power_cap_w, field)
+    reset_power = gpu.power_default_w
+    if power_limit is None:
+        power = requested_w
+        reason = (
+            f"{field}.power_cap_w sets {power} W per GPU"
+            if source == "site_cap"
+            else f"the {gpu.key} default power limit, {power} W per GPU"
+        )
+    else:
+        if power_limit.power_limit_w_uncapped != requested_w:
+            raise PlanError(
+                f"{field}.power_cap_w",
+                power_cap_w,
+                f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
+            )
+        power = power_limit.power_limit_w
+        if power != requested_w:  # lowered by the rack budget: still never outside the model's limits
+            power = _power_cap(gpu, power, f"{field}.power_cap_w")
+        source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
+        # stopping the unit must not lift the rack over its budget: never reset above what the rack holds
+        reset_power = power_limit.reset_power_limit_w
+    return power, source, reason, reset_power
 
 
 def gpu_clocks(
@@ -81,7 +115,7 @@ def gpu_clocks(
     power_limit: PowerLimit | None = None,
     requested: tuple[int, str] | None = None,
     field: str = "gpucluster_gpu_policy",
-) -> dict[str, Any]:
+) -> ClocksSection:
     """nvidia-smi settings for ``policy`` on ``gpu``; PlanError for anything outside its limits.
 
     ``power_limit`` is the plan's decision (:func:`power.decide_power_limit`); without it the limit is
@@ -109,36 +143,15 @@ def gpu_clocks(
         if sm_mhz is None:
             raise PlanError(f"{field}.sm_mhz", None, "an SM clock in MHz, required by clock_policy fixed")
         top = _known(gpu.max_sm_mhz, f"{field}.sm_mhz", "maximum SM clock", gpu)
-        sm = check_range(sm_mhz, f"{field}.sm_mhz", 1, top, integer=True, unit=f" MHz ({gpu.key} clocks.max.sm)")
+        sm = int(check_range(sm_mhz, f"{field}.sm_mhz", 1, top, integer=True, unit=f" MHz ({gpu.key} clocks.max.sm)"))
         lock_sm = [sm, sm]
     if mem_mhz is not None:
         if not gpu.memory_clock_lock:
             raise PlanError(f"{field}.mem_mhz", mem_mhz, f"unset: {gpu.key} does not support memory clock locks")
         top_mem = _known(gpu.max_mem_mhz, f"{field}.mem_mhz", "maximum memory clock", gpu)
-        mem = check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz")
+        mem = int(check_range(mem_mhz, f"{field}.mem_mhz", 1, top_mem, integer=True, unit=" MHz"))
         lock_mem = [mem, mem]
-    requested_w, source = requested or requested_power_limit(gpu, policy, power_cap_w, field)
-    reset_power = gpu.power_default_w
-    if power_limit is None:
-        power = requested_w
-        reason = (
-            f"{field}.power_cap_w sets {power} W per GPU"
-            if source == "site_cap"
-            else f"the {gpu.key} default power limit, {power} W per GPU"
-        )
-    else:
-        if power_limit.power_limit_w_uncapped != requested_w:
-            raise PlanError(
-                f"{field}.power_cap_w",
-                power_cap_w,
-                f"the limit the power plan was computed for ({power_limit.power_limit_w_uncapped} W)",
-            )
-        power = power_limit.power_limit_w
-        if power != requested_w:  # lowered by the rack budget: still never outside the model's limits
-            power = _power_cap(gpu, power, f"{field}.power_cap_w")
-        source, reason = power_limit.power_limit_source, power_limit.power_limit_reason
-        # stopping the unit must not lift the rack over its budget: never reset above what the rack holds
-        reset_power = power_limit.reset_power_limit_w
+    power, source, reason, reset_power = _power(gpu, policy, power_cap_w, power_limit, requested, field)
     if lock_sm and gpu.power_default_w is not None and power < gpu.power_default_w:
         # a clock lock does not lift the power limit: NVML nvmlClocksEventReasonSwPowerCap, "the clocks have
         # been optimized to ensure not to exceed currently set power limits"

@@ -32,9 +32,18 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    ContainerCache,
+    ContainersConfig,
+    ContainersSection,
+    EnrootPlan,
+    OciPlan,
+    PyxisSource,
+    Registry,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
@@ -101,20 +110,21 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-def _abs(value: Any, field: str, what: str) -> str:
+def _abs(value: object, field: str, what: str) -> str:
     require(
         isinstance(value, str) and value.startswith("/") and "\n" not in value and " " not in value,
         field,
         value,
         f"an absolute path without spaces ({what})",
     )
-    return posixpath.normpath(value)
+    return posixpath.normpath(str(value))
 
 
-def _registries(raw: Any) -> list[dict[str, str]]:
+def _registries(raw: object) -> list[Registry]:
     field = f"{FIELD}.registries"
     require(isinstance(raw, list), field, raw, "a list of {host, credential}")
-    out = []
+    assert isinstance(raw, list)  # narrowed by the require above
+    out: list[Registry] = []
     for i, entry in enumerate(raw):
         where = f"{field}[{i}]"
         require(isinstance(entry, dict), where, entry, "a mapping {host, credential}")
@@ -143,13 +153,14 @@ def _registries(raw: Any) -> list[dict[str, str]]:
     return out
 
 
-def _pyxis_source(raw: Any) -> dict[str, str] | None:
+def _pyxis_source(raw: object) -> PyxisSource | None:
     """The Pyxis release tarball the role builds when the site has no Pyxis package: an https URL and the
     sha256 the site checked (the role verifies the download against it before building as root)."""
     field = f"{FIELD}.pyxis_source"
     if raw is None:
         return None
     require(isinstance(raw, dict), field, raw, "a mapping {url, sha256}")
+    assert isinstance(raw, dict)  # narrowed by the require above
     unknown = sorted(set(raw) - {"url", "sha256"})
     require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "keys url, sha256")
     url = raw.get("url")
@@ -170,9 +181,10 @@ def _pyxis_source(raw: Any) -> dict[str, str] | None:
     return {"url": str(url), "sha256": str(sha).lower()}
 
 
-def _cache(raw: Any, local_scratch: str | None, shared_roots: list[str], staging_bytes: int) -> dict[str, Any]:
+def _cache(raw: object, local_scratch: str | None, shared_roots: list[str], staging_bytes: int) -> ContainerCache:
     field = f"{FIELD}.cache"
     require(isinstance(raw, dict), field, raw, "a mapping {path, size_gb, local_capacity_gb}")
+    assert isinstance(raw, dict)  # narrowed by the require above
     require(
         bool(local_scratch),
         "gpucluster_storage.local_scratch",
@@ -217,13 +229,14 @@ def _cache(raw: Any, local_scratch: str | None, shared_roots: list[str], staging
 
 
 def _mounts(
-    extra: Any, paths: dict[str, str], staging: str | None, shared_roots: list[str], local_scratch: str | None
+    extra: object, paths: dict[str, str], staging: str | None, shared_roots: list[str], local_scratch: str | None
 ) -> list[Mount]:
     field = f"{FIELD}.mounts"
     out = [Mount(p, p, "rw", f"gpucluster_storage.paths.{k}") for k, p in sorted(paths.items())]
     if staging:
         out.append(Mount(staging, staging, "rw", "checkpoint staging (gpucluster_workload.checkpoint_async)"))
     require(isinstance(extra, list), field, extra, "a list of absolute host paths")
+    assert isinstance(extra, list)  # narrowed by the require above
     planned = [*shared_roots, *paths.values(), *([local_scratch] if local_scratch else [])]
     for i, raw in enumerate(extra):
         path = _abs(raw, f"{field}[{i}]", "a host path inside a planned file system")
@@ -294,20 +307,69 @@ def oci_conf() -> dict[str, str]:
     }
 
 
+def _shared_roots(storage: Mapping[str, object]) -> list[str]:
+    """The mount points of the shared file system plan["storage"] names (its ``type`` section)."""
+    kind = storage.get(str(storage.get("type")))
+    if not isinstance(kind, dict):
+        return []
+    exports = kind.get("exports") or []
+    roots = [kind.get("mount_point")] + [e.get("mount_point") for e in exports if isinstance(e, dict)]
+    return sorted({posixpath.normpath(r) for r in roots if isinstance(r, str)})
+
+
+def _staging(storage: Mapping[str, object]) -> tuple[str | None, int]:
+    """The checkpoint drain's staging folder (None: no drain) and the bytes it takes on the local scratch."""
+    drain = storage.get("checkpoint_drain") or {}
+    if not isinstance(drain, dict):
+        return None, 0
+    staging = drain.get("staging_path") if drain.get("enabled") else None
+    return (str(staging) if staging else None), int(drain.get("staging_bytes") or 0)
+
+
+def _enroot(cache: ContainerCache, pyxis_source: PyxisSource | None) -> EnrootPlan:
+    roots = sorted(enroot_user_roots(cache["path"]).values())
+    return {
+        "conf": enroot_conf(cache["path"]),
+        "nvidia_hook": ENROOT_NVIDIA_HOOK,
+        "plugin": PYXIS_PLUGIN,
+        # root's folders (mode 0755; /run/enroot: tmpfiles.d) holding each user's user-<uid> folder
+        "user_roots": roots,
+        "runtime_root": ENROOT_RUNTIME_ROOT,
+        "folders": [{"path": p, "mode": ENROOT_ROOT_MODE} for p in roots],
+        "pyxis_source": pyxis_source,
+    }
+
+
+def _oci(lab: bool) -> OciPlan:
+    return {
+        "conf": oci_conf(),
+        "wrapper": OCI_WRAPPER,
+        "run_dir": OCI_RUN_DIR,
+        "run_dir_mode": OCI_RUN_DIR_MODE,
+        "state_root": OCI_STATE_ROOT,
+        "container_path": OCI_CONTAINER_PATH,
+        "nvidia_hook": OCI_NVIDIA_HOOK,
+        # the lab's nodes are containers without CAP_SYS_ADMIN: runc runs rootless there, without a
+        # PID namespace and with the node's /proc (docs/containers.md, "In the lab")
+        "nested": lab,
+    }
+
+
 def containers_plan(
-    raw: Any,
+    raw: object,
     *,
     scheduler: str,
-    storage: dict[str, Any],
+    storage: Mapping[str, object],
     nccl_conf: dict[str, str],
     gpus_per_node: int,
     fabric_type: str,
     lab: bool,
-) -> dict[str, Any]:
+) -> ContainersSection:
     """plan["containers"]: the runtime, its files' settings, and the mounts, environment and devices of
     every job container. ``storage``: plan["storage"] (paths, local scratch, the checkpoint drain)."""
     raw = {} if raw is None else raw
     require(isinstance(raw, dict), FIELD, raw, "a mapping {runtime, registries, cache, mounts, pyxis_source}")
+    assert isinstance(raw, dict)  # narrowed by the require above
     known = {"runtime", "registries", "cache", "mounts", "pyxis_source"}
     unknown = sorted(set(raw) - known)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(known)))
@@ -315,16 +377,16 @@ def containers_plan(
     # the Kubernetes path installs no runtime: the GPU Operator brings the NVIDIA Container Toolkit, and the
     # Ray templates use the same mounts and environment (kubernetes/manifests.py)
     runtime = "none" if scheduler == "kubernetes" else requested
-    kind = storage.get(storage["type"]) if isinstance(storage.get(storage["type"]), dict) else {}
-    roots = [kind.get("mount_point")] + [e.get("mount_point") for e in kind.get("exports") or [] if isinstance(e, dict)]
-    shared_roots = sorted({posixpath.normpath(r) for r in roots if isinstance(r, str)})
-    paths = {k: str(v) for k, v in (storage.get("paths") or {}).items() if isinstance(v, str)}
-    drain = storage.get("checkpoint_drain") or {}
-    staging = drain.get("staging_path") if drain.get("enabled") else None
-    mounts = _mounts(raw.get("mounts", []), paths, staging, shared_roots, storage.get("local_scratch"))
+    shared_roots = _shared_roots(storage)
+    raw_paths = storage.get("paths") or {}
+    paths = {str(k): str(v) for k, v in raw_paths.items() if isinstance(v, str)} if isinstance(raw_paths, dict) else {}
+    staging, staging_bytes = _staging(storage)
+    scratch = storage.get("local_scratch")
+    local_scratch = scratch if isinstance(scratch, str) else None
+    mounts = _mounts(raw.get("mounts", []), paths, staging, shared_roots, local_scratch)
     registries = _registries(raw.get("registries", []))
     pyxis_source = _pyxis_source(raw.get("pyxis_source"))
-    out: dict[str, Any] = {
+    out: ContainersSection = {
         "runtime": runtime,
         "enabled": runtime != "none",
         "reason": (
@@ -332,7 +394,7 @@ def containers_plan(
             if runtime != requested
             else f"{FIELD}.runtime {requested}"
         ),
-        "mounts": [asdict(m) for m in mounts],
+        "mounts": [{"source": m.source, "target": m.target, "options": m.options, "why": m.why} for m in mounts],
         "env": dict(sorted(nccl_conf.items())),
         "devices": devices(gpus_per_node, fabric_type),
         "registries": registries,
@@ -343,51 +405,29 @@ def containers_plan(
     }
     if runtime == "none":
         return out
-    out["cache"] = _cache(
-        raw.get("cache", {}), storage.get("local_scratch"), shared_roots, int(drain.get("staging_bytes") or 0)
-    )
+    cache = _cache(raw.get("cache", {}), local_scratch, shared_roots, staging_bytes)
+    out["cache"] = cache
     if runtime == "pyxis":
-        out["enroot"] = {
-            "conf": enroot_conf(out["cache"]["path"]),
-            "nvidia_hook": ENROOT_NVIDIA_HOOK,
-            "plugin": PYXIS_PLUGIN,
-            # root's folders (mode 0755; /run/enroot: tmpfiles.d) holding each user's user-<uid> folder
-            "user_roots": sorted(enroot_user_roots(out["cache"]["path"]).values()),
-            "runtime_root": ENROOT_RUNTIME_ROOT,
-            "folders": [
-                {"path": p, "mode": ENROOT_ROOT_MODE} for p in sorted(enroot_user_roots(out["cache"]["path"]).values())
-            ],
-            "pyxis_source": pyxis_source,
-        }
+        out["enroot"] = _enroot(cache, pyxis_source)
     else:
-        out["oci"] = {
-            "conf": oci_conf(),
-            "wrapper": OCI_WRAPPER,
-            "run_dir": OCI_RUN_DIR,
-            "run_dir_mode": OCI_RUN_DIR_MODE,
-            "state_root": OCI_STATE_ROOT,
-            "container_path": OCI_CONTAINER_PATH,
-            "nvidia_hook": OCI_NVIDIA_HOOK,
-            # the lab's nodes are containers without CAP_SYS_ADMIN: runc runs rootless there, without a
-            # PID namespace and with the node's /proc (docs/containers.md, "In the lab")
-            "nested": lab,
-        }
-        out["oci"]["config"] = config_json(out)  # /etc/gpucluster/containers.json, read by the wrapper
+        oci = _oci(lab)
+        out["oci"] = oci
+        oci["config"] = config_json(out)  # /etc/gpucluster/containers.json, read by the wrapper
     return out
 
 
-def config_json(plan_containers: dict[str, Any]) -> dict[str, Any]:
+def config_json(plan_containers: ContainersSection) -> ContainersConfig:
     """/etc/gpucluster/containers.json: what the OCI wrapper adds to every bundle (plain data)."""
-    oci = plan_containers.get("oci") or {}
+    oci = plan_containers.get("oci")
     return {
-        "run_dir": oci.get("run_dir"),
+        "run_dir": oci["run_dir"] if oci else None,
         "mounts": [
             {"source": m["source"], "target": m["target"], "options": m["options"]} for m in plan_containers["mounts"]
         ],
         "env": plan_containers["env"],
         "devices": plan_containers["devices"],
-        "nvidia_hook": oci.get("nvidia_hook"),
-        "nested": bool(oci.get("nested")),
+        "nvidia_hook": oci["nvidia_hook"] if oci else None,
+        "nested": bool(oci["nested"]) if oci else False,
     }
 
 

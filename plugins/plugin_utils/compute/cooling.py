@@ -9,8 +9,13 @@ flow [L/min] = P [kW] / (c [kJ/(kg K)] x dT [K]) x 60, water c = 4.186 kJ/(kg K)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    CoolingSection,
+    PowerSection,
+    TemperatureSection,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
@@ -36,7 +41,7 @@ def flow_for(heat_kw: float, delta_t_k: float) -> float:
     return heat_kw / (WATER_KJ_PER_KG_K * delta_t_k) * 60.0 / WATER_KG_PER_L
 
 
-def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = None) -> dict[str, Any]:
+def gpu_temperature_thresholds(gpu: GpuModel, override: Mapping[str, object] | None = None) -> TemperatureSection:
     """GPU temperature warn/critical: critical = Max Operating Temp (where the health check drains).
 
     docs/sources.md §1.2: H100 SXM 87 C max operating, 89 C slowdown, 92 C shutdown; docs/sources.md §5.1:
@@ -46,7 +51,7 @@ def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = 
     TEMPERATURE``): without it the plan refuses the site, since it would otherwise have no GPU
     temperature drain and no temperature alert (issue 43).
     """
-    limits = {
+    limits: dict[str, int | None] = {
         "max_operating_c": gpu.temp_max_operating_c,
         "slowdown_c": gpu.temp_slowdown_c,
         "shutdown_c": gpu.temp_shutdown_c,
@@ -55,8 +60,10 @@ def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = 
     if override:
         for key in limits:
             if override.get(key) is not None:
-                limits[key] = check_range(
-                    override[key], f"gpucluster_node.gpu_temp_limits.{key}", 40, 110, integer=True, unit=" C"
+                limits[key] = int(
+                    check_range(
+                        override[key], f"gpucluster_node.gpu_temp_limits.{key}", 40, 110, integer=True, unit=" C"
+                    )
                 )
         source = "inventory gpucluster_node.gpu_temp_limits"
     top = limits["max_operating_c"]
@@ -71,13 +78,22 @@ def gpu_temperature_thresholds(gpu: GpuModel, override: dict[str, Any] | None = 
             "T.Limit form); slowdown_c and shutdown_c likewise",
         )
     for key in ("slowdown_c", "shutdown_c"):
-        if limits[key] is not None and limits[key] < top:
+        value = limits[key]
+        if value is not None and value < top:
             raise PlanError(
                 f"gpucluster_node.gpu_temp_limits.{key}",
-                limits[key],
+                value,
                 f"at least max_operating_c ({top} C): the GPU slows down and shuts down above its max operating temp",
             )
-    return {**limits, "warn_c": top - WARN_MARGIN_C, "critical_c": top, "source": source, "notes": []}
+    return {
+        "max_operating_c": top,
+        "slowdown_c": limits["slowdown_c"],
+        "shutdown_c": limits["shutdown_c"],
+        "warn_c": top - WARN_MARGIN_C,
+        "critical_c": top,
+        "source": source,
+        "notes": [],
+    }
 
 
 def dlc_thresholds(
@@ -88,7 +104,7 @@ def dlc_thresholds(
     ashrae_class: str = "W32",
     liquid_fraction: float = 1.0,
     field: str = "gpucluster_facility",
-) -> dict[str, Any]:
+) -> CoolingSection:
     """Coolant flow and the supply/return/dT/flow alarms of one rack's liquid loop."""
     check_choice(cooling, f"{field}.cooling", ("air", "dlc"))
     if cooling == "air":
@@ -126,7 +142,7 @@ def dlc_thresholds(
     }
 
 
-def site_cooling(site: Site, pw: Mapping[str, Any]) -> dict[str, Any]:
+def site_cooling(site: Site, pw: PowerSection) -> CoolingSection:
     """The DLC loop of the fullest rack, sized for the heat it makes at the APPLIED GPU power limit (``pw``:
     plan.power)."""
     fac = site.facility_model

@@ -71,6 +71,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    DcgmSection,
+    ExporterCounter,
+    GpuSection,
+    Hostengine,
+)
+
 DCGMI = "/usr/bin/dcgmi"
 NV_HOSTENGINE = "/usr/bin/nv-hostengine"
 #: nv-hostengine's unix socket, in a folder under /run that systemd creates for the unit
@@ -162,7 +169,7 @@ def _command(args: list[str]) -> str:
     return " ".join([DCGMI, args[0], "--host", HOSTENGINE, *args[1:]])
 
 
-def hostengine() -> dict[str, Any]:
+def hostengine() -> Hostengine:
     """How nv-hostengine runs (the compute role's drop-in for nvidia-dcgm.service) and where its clients
     find it: ``-n`` (foreground, under systemd), the package unit's service account, the socket."""
     return {
@@ -179,10 +186,10 @@ def hostengine() -> dict[str, Any]:
     }
 
 
-def dcgm_policy(plan: Mapping[str, Any]) -> dict[str, Any]:
+def dcgm_policy(plan: Mapping[str, Any]) -> DcgmSection:
     """DCGM health watches (no violation policy: see the module's doc) and dcgm-exporter's counters."""
-    gpu = plan["gpu"]
-    nvlink = gpu["model"].get("nvlink_gen") is not None
+    gpu: GpuSection = plan["gpu"]  # the plan's earlier sections (plan/assembly.py _needs)
+    nvlink = gpu["model"]["nvlink_gen"] is not None
 
     watches = [(letter, name) for letter, name in HEALTH_WATCHES if nvlink or name != "nvlink"]
     systems = "".join(letter for letter, _name in watches)
@@ -192,7 +199,7 @@ def dcgm_policy(plan: Mapping[str, Any]) -> dict[str, Any]:
     if not nvlink:
         notes.append(f"{gpu['model']['key']} has no NVLink: no NVLink health watch or counters")
 
-    counters = [
+    counters: list[ExporterCounter] = [
         {"field": field, "type": kind, "help": text}
         for field, kind, text, needs_nvlink in _COUNTERS
         if nvlink or not needs_nvlink

@@ -4,16 +4,46 @@ cooling.py, interconnect.py, mig.py, bringup.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import copy
+from typing import TYPE_CHECKING
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import bringup, clocks, cooling, mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import GpuModelSection, GpuSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import IntraNode
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.power import PowerLimit
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import FabricSection
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
+
+
+def model_section(m: catalog.GpuModel) -> GpuModelSection:
+    """plan.gpu.model: every field of the catalog entry, in its order (what ``dataclasses.asdict`` gives)."""
+    return {
+        "key": m.key,
+        "name": m.name,
+        "form_factor": m.form_factor,
+        "max_sm_mhz": m.max_sm_mhz,
+        "max_mem_mhz": m.max_mem_mhz,
+        "power_min_w": m.power_min_w,
+        "power_default_w": m.power_default_w,
+        "power_max_w": m.power_max_w,
+        "memory_gb": m.memory_gb,
+        "memory_bw_tbs": m.memory_bw_tbs,
+        "nvlink_gen": m.nvlink_gen,
+        "nvlink_gbs": m.nvlink_gbs,
+        "temp_max_operating_c": m.temp_max_operating_c,
+        "temp_slowdown_c": m.temp_slowdown_c,
+        "temp_shutdown_c": m.temp_shutdown_c,
+        "memory_clock_lock": m.memory_clock_lock,
+        "mig": copy.deepcopy(m.mig),
+        "nvswitch": m.nvswitch,
+        "nvlink_links": m.nvlink_links,
+        "nvlsm": m.nvlsm,
+        "nvlink_domain_gpus": m.nvlink_domain_gpus,
+        "sources": dict(m.sources),
+    }
 
 
 def gpu_plan(
@@ -22,9 +52,9 @@ def gpu_plan(
     requested: tuple[int, str],
     limit: PowerLimit,
     link: IntraNode,
-    fab: Mapping[str, Any],
+    fab: FabricSection,
     nccl_enabled: bool,
-) -> dict[str, Any]:
+) -> GpuSection:
     """The GPU model, its clocks at the power limit the power plan decided (``limit``), its temperatures, how
     the GPUs of a node reach each other (``link``: NVSwitch, NVLink bridges or PCIe only, compute/interconnect.py)
     and what the node needs to come up: Fabric Manager (NVSwitch boards), GPUDirect RDMA (compute/bringup.py)."""
@@ -40,7 +70,7 @@ def gpu_plan(
     )
     temps = cooling.gpu_temperature_thresholds(model, override=site.node.gpu_temp_limits)
     return {
-        "model": catalog.gpu_model_as_dict(model),
+        "model": model_section(model),
         "clocks": plan_clocks,
         "temperature": temps,
         "interconnect": link.as_dict(),

@@ -39,13 +39,29 @@ implements the Slurm path only. No I/O; pure functions of plain data.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import xid
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.healing_classes import (
+    ACTIONS,
+    CLASSES,
+    METRICS,
+    check_bool,
+    check_mapping,
+    remediation_classes,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import PROGRAM as HEALTH_PROGRAM
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    ActiveCheck,
+    HealingRemediation,
+    HealingSection,
+    HealthDcgm,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import ValidationSection
 
 FIELD = "gpucluster_healing"
 SCHEMA_VERSION = 1
@@ -56,24 +72,9 @@ HISTORY = "/var/log/gpucluster/node-history.jsonl"
 METRICS_FILE = "/var/lib/prometheus/node-exporter/gpucluster_heal.prom"
 QOS = "gpucluster-check"
 CHECK_USER = "root"
-ACTIONS = xid.ACTIONS
 #: the states gpucluster_heal_node_state carries
 NODE_STATES = ("remediating", "validating", "replace")
 CHECK_RESULTS = ("pass", "fail")
-
-#: The loop's metrics (node-exporter textfile on the head): name -> (type, labels, help). The head
-#: program's ``METRICS`` must be equal (a unit test compares them).
-METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "gpucluster_heal_events_total": ("counter", ("node", "class", "action"), "healing events from the history"),
-    "gpucluster_heal_node_state": ("gauge", ("node", "state"), "1 while a node is remediating, validating or replace"),
-    "gpucluster_heal_last_run_timestamp_seconds": ("gauge", (), "when the healing loop last ran"),
-    "gpucluster_active_check_last_timestamp_seconds": (
-        "gauge",
-        ("node", "check", "result"),
-        "when a node last finished an active check, by result",
-    ),
-    "gpucluster_active_check_value": ("gauge", ("node", "check", "unit"), "the last figure of an active check"),
-}
 
 #: How often each idle node runs the active checks, per tier: 12 h (soperator, docs/sources.md [HL1])
 TIER_INTERVAL_S: dict[str, int] = {"tier1": 43200, "tier2": 43200, "tier3": 43200, "tier4": 43200}
@@ -106,103 +107,6 @@ VALIDATE_SLACK_S = 300
 
 TICKET = "Replace {node}: {reason} ({tries} remediation(s) since {since}; history {history})"
 
-#: The remediation classes, in order: the first whose ``match`` finds the drain reason (the text after
-#: ``reason_prefix``) wins. Each regex is written against the problems gpucluster-healthcheck writes
-#: (roles/compute/files/gpucluster-healthcheck, its ``problems`` lines) and the active check's reasons.
-#: ``written``: a literal reason of each format (the unit tests match every class against them).
-CLASSES: tuple[dict[str, Any], ...] = (
-    {
-        "class": "check",
-        "match": r"\bcheck (?P<check>[a-z_]+) ",
-        "action": "reboot",
-        "why": "an active check below its floor or unable to run: a reboot clears a stuck driver or link state",
-        "written": ["check allreduce 312.4 GB/s < floor 460 GB/s", "check dcgm failed: dcgmi missing"],
-    },
-    {
-        "class": "xid",
-        "match": r"\bxid (?P<xid>\d+)\b",
-        "action": None,  # by_xid, else default
-        "why": "NVIDIA's Xid catalog, Resolution Bucket (Immediate Action) (compute/xid.py)",
-        "written": ["gpu3 xid 79", "0000:3b:00.0 xid 48"],
-    },
-    {
-        "class": "ecc",
-        "match": r"\bgpu\d+ dbe ecc \d+",
-        "action": "gpu_reset",
-        "why": "uncorrectable ECC: a GPU reset activates the pending row remap (docs/sources.md [XID3])",
-        "written": ["gpu0 dbe ecc 2"],
-    },
-    {
-        "class": "gpu_count",
-        "match": r"(?:^|, )\d+/\d+ gpus\b(?! listed)",
-        "action": "reboot",
-        "why": "a GPU missing from nvidia-smi (fallen off the bus, like XID 79): only a reboot brings it back",
-        "written": ["7/8 gpus"],
-    },
-    {
-        "class": "thermal",
-        "match": r"\bgpu\d+ -?\d+(?:\.\d+)?C >= -?\d+(?:\.\d+)?C",
-        "action": "none",
-        "why": "a hot GPU: idle under the drain it cools down; the re-validation shows whether it holds",
-        "written": ["gpu2 91C >= 87C"],
-    },
-    {
-        "class": "coolant",
-        "match": r"\bcoolant (?:supply|return|flow) ",
-        "action": "none",
-        "why": "the facility's loop, not the node: re-validate once the loop is back",
-        "written": ["coolant supply 46C > 45C", "coolant return 61.5C > 60C", "coolant flow 8 < 10lpm"],
-    },
-    {
-        "class": "fabric_port",
-        "match": r"\b[\w.-]+/\d+ (?:missing|[A-Z][A-Z_]*|\d+(?:\.\d+)?<\d+(?:\.\d+)?Gb)(?=,|\s|$)",
-        "action": "reboot",
-        "why": "an HCA port down, missing or below its rate: a reboot re-trains the link (a cable stays a ticket)",
-        "written": ["mlx5_0/1 DOWN", "mlx5_3/1 missing", "mlx5_1/1 200<400Gb", "mlx5_2/1 POLLING"],
-    },
-    {
-        "class": "bringup",
-        "match": (
-            r"\bgpu\d+ fabric |\bgpu\d+ nvlink \d+/\d+|\bnvlink \d+/\d+ gpus listed|\bnot loaded\b"
-            r"|\bnot running\b|\bGPUDirect RDMA\b|\bnvidia-smi (?:missing|rc )"
-        ),
-        "action": "reboot",
-        "why": "Fabric Manager, NVLink, the GPUDirect module or the driver did not come up: a reboot brings it up",
-        "written": [
-            "gpu0 fabric In Progress",
-            "gpu1 fabric status Failure (nvlsm)",
-            "gpu0 nvlink 16/18",
-            "nvlink 7/8 gpus listed",
-            "nvidia_peermem not loaded",
-            "ib_umad not loaded (nvlsm)",
-            "nvlsm not running",
-            "GPUDirect RDMA by DMA-BUF: no NVIDIA driver loaded (/proc/driver/nvidia/version)",
-            "nvidia-smi missing",
-            "nvidia-smi rc 9",
-        ],
-    },
-    {
-        "class": "dcgm",
-        "match": r"\bdcgm (?:diag r\d+ no answer|\S.* fail\b)",
-        "action": "gpu_reset",
-        "why": "dcgmi diag failed after a job: reset the GPUs, then the re-validation runs the diag again",
-        "written": ["dcgm Memory fail gpu0", "dcgm diag r1 no answer in 120s"],
-    },
-)
-
-
-def _bool(value: Any, field: str) -> bool:
-    require(isinstance(value, bool), field, value, "true or false")
-    return bool(value)
-
-
-def _mapping(raw: Any, field: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    raw = {} if raw is None else raw
-    require(isinstance(raw, dict), field, raw, f"a mapping with keys {', '.join(keys)}")
-    unknown = sorted(set(raw) - set(keys), key=str)
-    require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, f"only the keys {', '.join(keys)}")
-    return dict(raw)
-
 
 def batch_nodes(batch_size: int | str, nodes: int) -> int:
     """The rollout's batch as a node count over ``nodes`` compute nodes: a count (at most the nodes) or
@@ -211,7 +115,7 @@ def batch_nodes(batch_size: int | str, nodes: int) -> int:
     return max(1, min(count, max(nodes, 1)))
 
 
-def _interval(tier: str, raw: Any) -> int:
+def _interval(tier: str, raw: object) -> int:
     default = TIER_INTERVAL_S.get(tier, DEFAULT_INTERVAL_S)
     if raw is None:
         return default
@@ -219,10 +123,10 @@ def _interval(tier: str, raw: Any) -> int:
     return int(check_range(raw, f"{FIELD}.active.interval_s", low, high, integer=True, unit=" s (an hour to a week)"))
 
 
-def _check_settings(raw: Any, name: str) -> tuple[bool | None, int | None]:
+def _check_settings(raw: object, name: str) -> tuple[bool | None, int | None]:
     field = f"{FIELD}.active.checks.{name}"
-    got = _mapping(raw, field, ("enabled", "budget_s"))
-    enabled = _bool(got["enabled"], f"{field}.enabled") if "enabled" in got else None
+    got = check_mapping(raw, field, ("enabled", "budget_s"))
+    enabled = check_bool(got["enabled"], f"{field}.enabled") if "enabled" in got else None
     budget = None
     if "budget_s" in got:
         low, high = BUDGET_RANGE_S
@@ -234,7 +138,7 @@ def _check_settings(raw: Any, name: str) -> tuple[bool | None, int | None]:
     return enabled, budget
 
 
-def _shared_read_path(validation: Mapping[str, Any]) -> str | None:
+def _shared_read_path(validation: ValidationSection) -> str | None:
     """The shared file system's validation directory (validation.tests.fio: the gated shared entry)."""
     for entry in (validation.get("tests") or {}).get("fio") or []:
         if entry.get("scope") == "shared":
@@ -242,10 +146,11 @@ def _shared_read_path(validation: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _checks(plan: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _planned_checks(plan: Mapping[str, Any]) -> dict[str, ActiveCheck]:
+    """The active checks as the plan's floors allow them, before the site's settings."""
     floors = plan["validation"]
-    dcgm = plan["health"]["dcgm"]
-    gpus = plan["cluster"]["gpus_per_node"]
+    dcgm: HealthDcgm = plan["health"]["dcgm"]
+    gpus = int(plan["cluster"]["gpus_per_node"])
     size = floors.get("gate_message_bytes") or 8 * 2**30
     size_arg = f"{size // 2**30}G" if size % 2**30 == 0 else str(size)
     rdma = plan["fabric"]["type"] in RDMA_FABRICS
@@ -257,7 +162,7 @@ def _checks(plan: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, dict[s
     total_read = floors.get("storage_read_gbps")
     nodes = max(int(plan["cluster"]["compute_nodes"]), 1)
     read = round(total_read / nodes, 3) if total_read is not None else None
-    planned: dict[str, dict[str, Any]] = {
+    return {
         "allreduce": {
             "enabled": intra is not None,
             "why": None if intra is not None else "no intra-node all_reduce floor in the plan",
@@ -294,7 +199,13 @@ def _checks(plan: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, dict[s
             "path": read_path,
         },
     }
-    raw_checks = _mapping(raw.get("checks"), f"{FIELD}.active.checks", CHECKS)
+
+
+def _checks(plan: Mapping[str, Any], raw: dict[str, object]) -> dict[str, ActiveCheck]:
+    """The active checks: the planned ones with the site's ``enabled`` and ``budget_s`` (``raw``: its
+    ``gpucluster_healing.active``); turning on a check the cluster cannot run is a PlanError."""
+    planned = _planned_checks(plan)
+    raw_checks = check_mapping(raw.get("checks"), f"{FIELD}.active.checks", CHECKS)
     for name, check in planned.items():
         enabled, budget = _check_settings(raw_checks.get(name), name)
         if enabled is not None:
@@ -309,80 +220,16 @@ def _checks(plan: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, dict[s
     return planned
 
 
-def _override(value: Any, field: str) -> str:
-    require(value in ACTIONS, field, value, "one of " + ", ".join(ACTIONS))
-    return str(value)
-
-
-def _classes(raw_actions: Any) -> list[dict[str, Any]]:
-    names = (*(c["class"] for c in CLASSES), "xid_default")
-    field = f"{FIELD}.remediation.actions"
-    got = _mapping(raw_actions, field, names)
-    by_xid = dict(xid.XID_ACTIONS)
-    default = xid.UNKNOWN_XID_ACTION
-    xid_raw = got.get("xid")
-    if xid_raw is not None:
-        require(isinstance(xid_raw, list), f"{field}.xid", xid_raw, "a list of {xid, action} (xid: 1 to 999)")
-        for i, item in enumerate(xid_raw):
-            where = f"{field}.xid[{i}]"
-            require(isinstance(item, dict) and set(item) == {"xid", "action"}, where, item, "a mapping {xid, action}")
-            code = int(check_range(item["xid"], f"{where}.xid", 1, 999, integer=True))
-            by_xid[str(code)] = _override(item["action"], f"{where}.action")
-    if "xid_default" in got:
-        default = _override(got["xid_default"], f"{field}.xid_default")
-    out = []
-    for cls in CLASSES:
-        name = cls["class"]
-        entry: dict[str, Any] = {"class": name, "match": cls["match"]}
-        if name == "xid":
-            entry["by_xid"] = dict(sorted(by_xid.items(), key=lambda kv: int(kv[0])))
-            entry["default"] = default
-            # several XIDs in one reason: the most severe action of them (the order of "actions")
-            entry["combine"] = "most_severe"
-            entry["source"] = "docs/sources.md [XID1] [XID2] (compute/xid.py)"
-        else:
-            entry["action"] = _override(got[name], f"{field}.{name}") if name in got else cls["action"]
-        entry["why"] = cls["why"]
-        out.append(entry)
-    return out
-
-
-def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
-    """plan["healing"] from the plan's cluster, validation, health, fabric and rollout sections and the
-    inventory's ``gpucluster_healing`` (None: every default)."""
-    raw = _mapping(raw_section, FIELD, ("enabled", "dry_run", "active", "remediation"))
-    enabled = _bool(raw.get("enabled", True), f"{FIELD}.enabled")
-    dry_run = _bool(raw.get("dry_run", False), f"{FIELD}.dry_run")
-    act = _mapping(raw.get("active"), f"{FIELD}.active", ("enabled", "interval_s", "checks"))
-    rem = _mapping(
-        raw.get("remediation"),
-        f"{FIELD}.remediation",
-        ("enabled", "retries", "window_s", "reboot_timeout_s", "nodes_at_once", "actions"),
-    )
-    nodes = int(plan["cluster"]["compute_nodes"])
-    batch = batch_nodes(plan["rollout"]["batch_size"], nodes)
-    at_once = batch
-    if "nodes_at_once" in rem:
-        at_once = int(
-            check_range(
-                rem["nodes_at_once"],
-                f"{FIELD}.remediation.nodes_at_once",
-                1,
-                batch,
-                integer=True,
-                unit=f" (the rollout's batch: {plan['rollout']['batch_size']} of {nodes} compute nodes)",
-            )
-        )
-    checks = _checks(plan, act)
-    active_enabled = _bool(act.get("enabled", True), f"{FIELD}.active.enabled")
-    rem_enabled = _bool(rem.get("enabled", True), f"{FIELD}.remediation.enabled")
-    retries = int(
-        check_range(rem.get("retries", RETRIES_DEFAULT), f"{FIELD}.remediation.retries", *RETRIES_RANGE, integer=True)
-    )
+def _remediation(rem: dict[str, object], batch: int, at_once: int, budgets: int, enabled: bool) -> HealingRemediation:
+    """plan.healing.remediation from the site's ``gpucluster_healing.remediation`` (``rem``): the loop's
+    limits and classes. ``budgets``: the enabled active checks' budgets (a re-validation runs them)."""
+    f = f"{FIELD}.remediation"
+    rem_enabled = check_bool(rem.get("enabled", True), f"{f}.enabled")
+    retries = int(check_range(rem.get("retries", RETRIES_DEFAULT), f"{f}.retries", *RETRIES_RANGE, integer=True))
     window = int(
         check_range(
             rem.get("window_s", WINDOW_DEFAULT_S),
-            f"{FIELD}.remediation.window_s",
+            f"{f}.window_s",
             *WINDOW_RANGE_S,
             integer=True,
             unit=" s (an hour to 30 days)",
@@ -391,13 +238,64 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
     reboot_timeout = int(
         check_range(
             rem.get("reboot_timeout_s", REBOOT_TIMEOUT_DEFAULT_S),
-            f"{FIELD}.remediation.reboot_timeout_s",
+            f"{f}.reboot_timeout_s",
             *REBOOT_TIMEOUT_RANGE_S,
             integer=True,
             unit=" s (5 minutes to 2 hours)",
         )
     )
-    classes = _classes(rem.get("actions"))
+    classes = remediation_classes(rem.get("actions"))
+    return {
+        "enabled": enabled and rem_enabled,
+        "interval_s": REMEDIATION_INTERVAL_S,
+        "nodes_at_once": at_once,
+        "rollout_batch_nodes": batch,
+        "retries": retries,
+        "window_s": window,
+        "reboot_timeout_s": reboot_timeout,
+        "validate_timeout_s": budgets + VALIDATE_SLACK_S,
+        # the alerts' limits (monitoring/alerts.py): a node under remediation longer than a reboot and a
+        # re-validation take; the loop silent for three of its intervals
+        "stuck_after_s": reboot_timeout + budgets + VALIDATE_SLACK_S,
+        "stale_after_s": 3 * REMEDIATION_INTERVAL_S,
+        "classes": classes,
+        "actions": list(ACTIONS),
+        "ticket": TICKET,
+    }
+
+
+def _nodes_at_once(rem: dict[str, object], batch_size: int | str, nodes: int) -> tuple[int, int]:
+    """(the rollout's batch in nodes, the nodes the loops take out at once: the batch or the site's lower
+    ``remediation.nodes_at_once``)."""
+    batch = batch_nodes(batch_size, nodes)
+    if "nodes_at_once" not in rem:
+        return batch, batch
+    at_once = check_range(
+        rem["nodes_at_once"],
+        f"{FIELD}.remediation.nodes_at_once",
+        1,
+        batch,
+        integer=True,
+        unit=f" (the rollout's batch: {batch_size} of {nodes} compute nodes)",
+    )
+    return batch, int(at_once)
+
+
+def healing_plan(plan: Mapping[str, Any], raw_section: object) -> HealingSection:
+    """plan["healing"] from the plan's cluster, validation, health, fabric and rollout sections and the
+    inventory's ``gpucluster_healing`` (None: every default)."""
+    raw = check_mapping(raw_section, FIELD, ("enabled", "dry_run", "active", "remediation"))
+    enabled = check_bool(raw.get("enabled", True), f"{FIELD}.enabled")
+    dry_run = check_bool(raw.get("dry_run", False), f"{FIELD}.dry_run")
+    act = check_mapping(raw.get("active"), f"{FIELD}.active", ("enabled", "interval_s", "checks"))
+    rem = check_mapping(
+        raw.get("remediation"),
+        f"{FIELD}.remediation",
+        ("enabled", "retries", "window_s", "reboot_timeout_s", "nodes_at_once", "actions"),
+    )
+    batch, at_once = _nodes_at_once(rem, plan["rollout"]["batch_size"], int(plan["cluster"]["compute_nodes"]))
+    checks = _checks(plan, act)
+    active_enabled = check_bool(act.get("enabled", True), f"{FIELD}.active.enabled")
     why = None
     if plan["cluster"]["scheduler"] == "kubernetes":
         enabled = False
@@ -409,6 +307,7 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
         why = f"{FIELD}.enabled is false"
     interval = _interval(plan["cluster"]["tier"], act.get("interval_s"))
     enabled_budgets = sum(c["budget_s"] for c in checks.values() if c["enabled"])
+    remediation = _remediation(rem, batch, at_once, enabled_budgets, enabled)
     return {
         "schema": SCHEMA_VERSION,
         "enabled": enabled,
@@ -432,23 +331,7 @@ def healing_plan(plan: Mapping[str, Any], raw_section: Any) -> dict[str, Any]:
             "overdue_after_s": 2 * interval,
             "checks": checks,
         },
-        "remediation": {
-            "enabled": enabled and rem_enabled,
-            "interval_s": REMEDIATION_INTERVAL_S,
-            "nodes_at_once": at_once,
-            "rollout_batch_nodes": batch,
-            "retries": retries,
-            "window_s": window,
-            "reboot_timeout_s": reboot_timeout,
-            "validate_timeout_s": enabled_budgets + VALIDATE_SLACK_S,
-            # the alerts' limits (monitoring/alerts.py): a node under remediation longer than a reboot and a
-            # re-validation take; the loop silent for three of its intervals
-            "stuck_after_s": reboot_timeout + enabled_budgets + VALIDATE_SLACK_S,
-            "stale_after_s": 3 * REMEDIATION_INTERVAL_S,
-            "classes": classes,
-            "actions": list(ACTIONS),
-            "ticket": TICKET,
-        },
+        "remediation": remediation,
         "bisect": {
             "floor": plan["validation"].get("allreduce_inter_node_busbw_gbs"),
             "unit": "GB/s",
@@ -472,7 +355,7 @@ def _span(seconds: int) -> str:
     return f"{seconds} s"
 
 
-def healing_rows(heal: Mapping[str, Any]) -> list[list[str]]:
+def healing_rows(heal: HealingSection) -> list[list[str]]:
     """[setting, value, why] rows of the report's "Self-healing" section."""
     if not heal["enabled"]:
         return [["self-healing", "off", str(heal["why"])]]

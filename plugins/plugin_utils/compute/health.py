@@ -39,12 +39,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.dcgm import HOSTENGINE
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    BringupSection,
+    CoolingSection,
+    GpuSection,
+    HealthCoolant,
+    HealthMode,
+    HealthNvlsm,
+    HealthScheduler,
+    HealthSection,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.settings import HEALTH_CHECK_INTERVAL_S
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import FabricSection
 
 SCHEMA_VERSION = 1
 #: Drains whose reason starts with this belong to the health check; it resumes only those.
@@ -93,10 +106,11 @@ class HookSettings:
     dcgm_timeout_s: int = DCGM_TIMEOUT_DEFAULT_S
 
 
-def hook_settings(section: Any) -> HookSettings:
+def hook_settings(section: object) -> HookSettings:
     """Validate ``gpucluster_slurm.health`` (absent: the defaults)."""
     section = {} if section is None else section
     require(isinstance(section, dict), FIELD, section, "a mapping (epilog, prolog, dcgm_level, dcgm_timeout_s)")
+    assert isinstance(section, dict)  # narrowed by the require above
     known = ("epilog", "prolog", "dcgm_level", "dcgm_timeout_s")
     for key in section:
         require(key in known, f"{FIELD}.{key}", section[key], f"one of the keys {', '.join(known)}")
@@ -120,7 +134,7 @@ def hook_settings(section: Any) -> HookSettings:
     return HookSettings(dcgm_level=int(level), dcgm_timeout_s=int(timeout), **flags)
 
 
-def modes(settings: HookSettings, scheduler: str = "slurm") -> dict[str, dict[str, Any]]:
+def modes(settings: HookSettings, scheduler: str = "slurm") -> dict[str, HealthMode]:
     """Per mode: whether it runs, its program and its checks (no ``dcgm`` at level 0). Epilog and prolog
     are Slurm's hooks: off on the Kubernetes path, where a timer runs the periodic mode."""
     slurm = scheduler == "slurm"
@@ -136,7 +150,7 @@ def modes(settings: HookSettings, scheduler: str = "slurm") -> dict[str, dict[st
     }
 
 
-def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
+def _ports(fabric: FabricSection, hosts: list[str]) -> dict[str, list[str]]:
     """Per compute host, the ``hca/port`` names its cabling plan connects (none without a fabric)."""
     ports: dict[str, list[str]] = {h: [] for h in hosts}
     if fabric["type"] not in RDMA_FABRICS:
@@ -148,7 +162,7 @@ def _ports(fabric: dict[str, Any], hosts: list[str]) -> dict[str, list[str]]:
     return {h: sorted(set(p)) for h, p in ports.items()}
 
 
-def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any]:
+def health_config(plan: Mapping[str, Any], section: object = None) -> HealthSection:
     """The health check's thresholds, modes and, per compute node, its Slurm name and fabric ports.
 
     ``section`` is the inventory's ``gpucluster_slurm.health`` (None: the defaults).
@@ -156,14 +170,15 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
     settings = hook_settings(section)
     lab = bool(plan["cluster"]["lab"])
     scheduler = plan["cluster"]["scheduler"]
-    bringup = plan["gpu"].get("bringup") or {}
-    temps = plan["gpu"]["temperature"]
-    fabric = plan["fabric"]
-    cooling = plan["cooling"]
+    gpu: GpuSection = plan["gpu"]  # the plan's earlier sections (plan/assembly.py _needs)
+    bringup = gpu["bringup"]
+    temps = gpu["temperature"]
+    fabric: FabricSection = plan["fabric"]
+    cooling: CoolingSection = plan["cooling"]
     compute = sorted(h for h, host in plan["hosts"].items() if "compute" in host["roles"])
     ports = _ports(fabric, compute)
-    coolant = None
-    if cooling.get("cooling") == "dlc":
+    coolant: HealthCoolant | None = None
+    if cooling["cooling"] == "dlc":
         coolant = {
             "supply_max_c": cooling["supply_max_c"],
             "return_max_c": cooling["return_max_c"],
@@ -188,15 +203,15 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
             "temp_critical_c": temps["critical_c"],
             "temp_source": temps["source"],
             # bring-up (compute/bringup.py): Fabric State Completed and the NVLink links, NVSwitch boards only
-            "fabric_state": bool(bringup.get("nvswitch")),
-            "nvlink_links": bringup.get("nvlink_links"),
+            "fabric_state": bool(bringup["nvswitch"]),
+            "nvlink_links": bringup["nvlink_links"],
             # NVLink5 boards: NVLSM's modules and process (compute/bringup.py nvlsm_plan); None: not planned
             "nvlsm": _nvlsm(bringup),
         },
         # the GPUDirect RDMA module the plan loads (None: DMA-BUF or no RDMA fabric, nothing to check)
-        "gpudirect_module": (bringup.get("gpudirect") or {}).get("module"),
+        "gpudirect_module": bringup["gpudirect"]["module"],
         # DMA-BUF: the loaded driver must be the open flavour (its version file's "Open Kernel Module")
-        "gpudirect_open_modules": bool((bringup.get("gpudirect") or {}).get("open_modules_check")),
+        "gpudirect_open_modules": bool(bringup["gpudirect"]["open_modules_check"]),
         "fabric": {
             "type": fabric["type"],
             "rate_gbps": fabric["link_rate_gbps"] if any(ports.values()) else None,
@@ -210,15 +225,15 @@ def health_config(plan: Mapping[str, Any], section: Any = None) -> dict[str, Any
 NVLSM_PROCESS = "nvlsm"
 
 
-def _nvlsm(bringup: Mapping[str, Any]) -> dict[str, Any] | None:
+def _nvlsm(bringup: BringupSection) -> HealthNvlsm | None:
     """What the check reads of NVLSM where the plan has it: the modules to find loaded, the process."""
-    nvlsm = (bringup.get("fabric_manager") or {}).get("nvlsm") or {}
-    if not nvlsm.get("required"):
+    nvlsm = bringup["fabric_manager"]["nvlsm"]
+    if not nvlsm["required"]:
         return None
     return {"modules": list(nvlsm["modules"]), "process": NVLSM_PROCESS}
 
 
-def _scheduler(kind: str, lab: bool) -> dict[str, Any]:
+def _scheduler(kind: str, lab: bool) -> HealthScheduler:
     """How the check takes a node out: scontrol (Slurm) or kubectl cordon and taint (Kubernetes)."""
     if kind != "kubernetes":
         return {"kind": kind}
@@ -240,7 +255,7 @@ INTRO = (
 )
 
 
-def health_rows(cfg: dict[str, Any]) -> list[list[str]]:
+def health_rows(cfg: HealthSection) -> list[list[str]]:
     """[setting, value, why] rows of the report's "Node health check" section."""
     if cfg["scheduler"]["kind"] == "kubernetes":
         return [

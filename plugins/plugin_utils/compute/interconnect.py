@@ -19,11 +19,15 @@ PCIe-only node that is TP=1, and memory is found with ZeRO/FSDP sharding and PP 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import InterconnectSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 
 KINDS = ("nvswitch", "nvlink_bridge", "pcie")
 #: GPUs one NVLink bridge joins (dossier 1.1 [S12]: H100 PCIe NVLink bridge "2-way")
@@ -49,8 +53,17 @@ class IntraNode:
     reason: str
     tp_rule: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> InterconnectSection:
+        return {
+            "kind": self.kind,
+            "nvlink_gen": self.nvlink_gen,
+            "domain_gpus": self.domain_gpus,
+            "link_gbs_per_direction": self.link_gbs_per_direction,
+            "pcie_gbs_per_direction": self.pcie_gbs_per_direction,
+            "pcie_gen": self.pcie_gen,
+            "reason": self.reason,
+            "tp_rule": self.tp_rule,
+        }
 
 
 def intra_node(gpu: GpuModel, gpus_per_node: int, pcie_gen: int = 5) -> IntraNode:
@@ -108,7 +121,7 @@ def _num(value: float | None) -> str:
     return "none" if value is None else f"{value:g}"
 
 
-def intra_node_rows(plan: dict[str, Any]) -> list[list[Any]]:
+def intra_node_rows(plan: Plan) -> list[list[str | int | float | None]]:
     """The report's "Inside the node" rows (setting, value, how it was reached) from the plan's
     ``gpu.interconnect``, ``parallelism``, ``nccl.intra_node``, ``validation`` and ``dcgm``."""
     link, par = plan["gpu"]["interconnect"], plan["parallelism"]
@@ -123,7 +136,7 @@ def intra_node_rows(plan: dict[str, Any]) -> list[list[Any]]:
     floor = val.get("allreduce_intra_node_busbw_gbs")
     floor_how = val.get("reasons", {}).get("allreduce_intra_node_busbw_gbs") or val.get("allreduce_intra_node_source")
     nvlink = model.get("nvlink_gen") is not None
-    rows: list[list[Any]] = [
+    rows: list[list[str | int | float | None]] = [
         ["GPU-to-GPU link", what, link["reason"]],
         [
             "link per GPU (GB/s per direction)",

@@ -17,11 +17,16 @@ Sources: docs/sources.md §2 (NCCL 2.30 docs [N1] and source [N2]) and 7 (RoCE).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import quoteattr
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    IntraNodeTransport,
+    NcclSection,
+    NcclTopology,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import FABRIC_TYPES, RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
@@ -33,6 +38,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import IntraNode
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import FabricSection
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 RAIL_TOPOLOGIES = ("rail_optimized", "fat_tree")
@@ -46,9 +52,9 @@ PCI_CLASS = {"bridge": "0x060400", "gpu": "0x030200", "infiniband": "0x020700", 
 PCIE_LINK_SPEED = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 
 
-def roce_traffic_class(dscp: int, ecn: bool = True, field: str = "gpucluster_fabric.roce.dscp") -> int:
+def roce_traffic_class(dscp: object, ecn: bool = True, field: str = "gpucluster_fabric.roce.dscp") -> int:
     """ToS byte for a DSCP: DSCP x 4 + ECT(0) (docs/sources.md §7.2: 106 = 26 x 4 + 2)."""
-    value = check_range(dscp, field, 0, 63, integer=True)
+    value = int(check_range(dscp, field, 0, 63, integer=True))
     return value * 4 + (2 if ecn else 0)
 
 
@@ -59,7 +65,7 @@ def nccl_conf(
     compute_hcas: list[str],
     socket_ifname: str,
     nodes: int,
-    roce: dict[str, Any] | None = None,
+    roce: Mapping[str, object] | None = None,
     ib_service_level: int | None = None,
     topo_file: str | None = None,
     field: str = "gpucluster_fabric",
@@ -144,14 +150,20 @@ class _Device:
     field: str
 
 
-def _bus(value: Any, field: str) -> str:
+def _bus(value: object, field: str) -> str:
     bus = str(value or "").lower()
     if not PCI_BUS.match(bus):
         raise PlanError(field, value, "a PCI address DDDD:BB:DD.F (lspci -D)")
     return bus
 
 
-def _switch(item: dict[str, Any], field: str, what: str) -> str:
+def _int(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+        raise PlanError(field, value, "an integer")
+    return int(value)
+
+
+def _switch(item: Mapping[str, object], field: str, what: str) -> str:
     if not item.get("pcie_switch"):
         raise PlanError(
             f"{field}.pcie_switch",
@@ -162,7 +174,9 @@ def _switch(item: dict[str, Any], field: str, what: str) -> str:
     return _bus(item["pcie_switch"], f"{field}.pcie_switch")
 
 
-def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type: str, field: str) -> list[_Device]:
+def _devices(
+    gpus: Sequence[Mapping[str, object]], nics: Sequence[Mapping[str, object]], fabric_type: str, field: str
+) -> list[_Device]:
     """Every GPU and compute NIC with its switch; checks the pairing and the switch tree.
 
     Storage NICs are left out: NCCL_IB_HCA never lists them, so NCCL never looks them up.
@@ -180,14 +194,16 @@ def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type
             raise PlanError(f"{f}.pci_bus", nic.get("pci_bus"), "the NIC's PCI address, required for a topology file")
         bus, switch = _bus(nic["pci_bus"], f"{f}.pci_bus"), _switch(nic, f, "the NIC")
         numa = nic.get("numa_node")
-        devices.append(_Device(bus, nic_class, switch, None if numa is None else int(numa), str(nic["name"]), f))
+        devices.append(
+            _Device(bus, nic_class, switch, None if numa is None else _int(numa, f"{f}.numa_node"), str(nic["name"]), f)
+        )
         nic_switch[str(nic["name"])] = (switch, f)
     for i, gpu in enumerate(gpus):
         f = f"{field}.gpus[{i}]"
         bus, switch = _bus(gpu.get("pci_bus"), f"{f}.pci_bus"), _switch(gpu, f, "the GPU")
         paired = gpu.get("nic")
         if paired:
-            if paired not in nic_switch:
+            if not isinstance(paired, str) or paired not in nic_switch:
                 raise PlanError(f"{f}.nic", paired, "a compute NIC of gpucluster_node.nics")
             if nic_switch[paired][0] != switch:
                 raise PlanError(
@@ -197,7 +213,7 @@ def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type
                     "a GPU and its NIC on different switches is a PHB/SYS path, no GPUDirect RDMA at NCCL's default "
                     "NCCL_NET_GDR_LEVEL (PXB); fix the pairing or the switch",
                 )
-        devices.append(_Device(bus, PCI_CLASS["gpu"], switch, int(gpu["numa_node"]), None, f))
+        devices.append(_Device(bus, PCI_CLASS["gpu"], switch, _int(gpu.get("numa_node"), f"{f}.numa_node"), None, f))
     # A switch hangs off one CPU root complex, so one NUMA node (the GPUs' first: numa_node is required there);
     # a NIC without numa_node takes its switch's.
     switch_numa: dict[str, int] = {}
@@ -222,13 +238,13 @@ def _devices(gpus: list[dict[str, Any]], nics: list[dict[str, Any]], fabric_type
 
 def nccl_topology(
     *,
-    gpus: list[dict[str, Any]],
-    nics: list[dict[str, Any]],
+    gpus: Sequence[Mapping[str, object]],
+    nics: Sequence[Mapping[str, object]],
     fabric_type: str = "infiniband",
     pcie_gen: int = 5,
     link_width: int = 16,
     field: str = "gpucluster_node",
-) -> dict[str, Any]:
+) -> NcclTopology:
     """The node's PCI tree for NCCL_TOPO_FILE, as data: CPUs (NUMA nodes) > PCIe switches > GPUs and NICs.
     :func:`topology_xml_text` (filter gpucluster.tiers.nccl_topology_xml) writes it as the file
     <cpu numaid> > <pci switch> > <pci GPU> and <pci NIC><nic><net>.
@@ -274,7 +290,7 @@ def nccl_topology(
     }
 
 
-def topology_xml_text(topology: Mapping[str, Any]) -> str:
+def topology_xml_text(topology: NcclTopology) -> str:
     """The NCCL_TOPO_FILE text of a :func:`nccl_topology` tree (the plan's ``nccl.topology_tree``): NCCL's
     dump format, every attribute quoted (saxutils.quoteattr), link speed and width on every <pci>."""
     link = f"link_speed={quoteattr(str(topology['link_speed']))} link_width={quoteattr(str(topology['link_width']))}"
@@ -301,7 +317,7 @@ def topology_xml_text(topology: Mapping[str, Any]) -> str:
 INTRA_NODE_UNSET = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE")
 
 
-def intra_node_transport(kind: str, gpu_key: str) -> dict[str, Any]:
+def intra_node_transport(kind: str, gpu_key: str) -> IntraNodeTransport:
     """How NCCL moves data between the GPUs of one node (``kind`` from compute/interconnect.py), what the
     plan leaves to NCCL, and what to check on the host.
 
@@ -343,7 +359,7 @@ def intra_node_transport(kind: str, gpu_key: str) -> dict[str, Any]:
     }
 
 
-def nccl_plan(site: Site, fab: Mapping[str, Any], link: IntraNode) -> dict[str, Any]:
+def nccl_plan(site: Site, fab: FabricSection, link: IntraNode) -> NcclSection:
     """/etc/nccl.conf, and NCCL_TOPO_FILE only when the site opts in (gpucluster_node.nccl_topology: file).
 
     On bare metal NCCL's detection from sysfs sees the real PCIe switches; a file replaces that PCI tree

@@ -28,10 +28,10 @@ paper section 7), and only where DP > 1: with one DP rank there is nothing to sh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import GpuSection, ParallelismSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.tiers import TIERS
 
@@ -161,7 +161,7 @@ def smallest_fitting_tier(
 
 def parallelism(
     *,
-    model_params_b: float,
+    model_params_b: float | None,
     gpus_per_node: int,
     nodes: int,
     gpu_memory_gb: float,
@@ -171,7 +171,7 @@ def parallelism(
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM,
     nvlink_domain_gpus: int | None = None,
     field: str = "gpucluster_workload",
-) -> dict[str, Any]:
+) -> ParallelismSection:
     """TP/PP/DP and ZeRO stage whose model state per GPU fits GPU memory x ``memory_headroom``.
 
     ``nvlink_domain_gpus`` (compute/interconnect.py; default: every GPU of the node) bounds the TP the
@@ -180,6 +180,9 @@ def parallelism(
 
     ``bytes_per_param`` (default 16, the ZeRO paper's figure) keeps 2 + 2 bytes of fp16
     parameters and gradients; the rest is optimizer state (e.g. 18 = 14 bytes of it).
+
+    Longer than 80 lines on purpose: the inputs' checks, the search and the section whose ``strategy`` and
+    ``notes`` explain the choice with the same dozen figures; the search itself is :func:`_search`.
     """
     params = check_range(model_params_b, f"{field}.model_params_b", 0.001, 100000)
     gpn = int(check_range(gpus_per_node, "gpucluster_node.gpus_per_node", 1, None, integer=True))
@@ -265,7 +268,7 @@ def parallelism(
         "model_params_b": params,
         "total_gpus": total,
         "bytes_per_param": state.total,
-        "bytes_split": asdict(state),
+        "bytes_split": {"params": state.params, "grads": state.grads, "optimizer": state.optimizer},
         "state_gb_total": round(state_gb, 1),
         "state_gb_per_gpu": round(state_gb / (tp * pp), 2),
         "state_gb_per_gpu_sharded": round(state_gb / total, 2),
@@ -283,7 +286,7 @@ def parallelism(
     }
 
 
-def site_parallelism(site: Site, gpu: Mapping[str, Any]) -> dict[str, Any]:
+def site_parallelism(site: Site, gpu: GpuSection) -> ParallelismSection:
     """plan.parallelism: the site's workload on its GPUs (``gpu``: plan.gpu, its memory and NVLink domain)."""
     wl = site.workload_model
     return parallelism(

@@ -29,10 +29,18 @@ GPUs at 662 W.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import PowerLimitSection, PowerSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.psu import (
+    NODE_FIELD,
+    PSU_REDUNDANCY_FIELD,
+    PsuBudget,
+    largest_psu_limit_w,
+    psu_budget,
+    psu_redundant,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
     check_choice,
@@ -54,72 +62,6 @@ CAPPED_SOURCES = ("rack_budget", "node_psu")
 REQUESTED_SOURCES = ("model_default", "site_cap")
 
 CAP_FIELD = "gpucluster_gpu_policy.power_cap_w"
-NODE_FIELD = "gpucluster_node"
-PSU_REDUNDANCY_FIELD = f"{NODE_FIELD}.psu_redundancy"
-_PSU_LEVEL = re.compile(r"N(?:\+([0-9]+|N))?")
-
-
-def psu_redundant(count: int, level: str | None, field: str = PSU_REDUNDANCY_FIELD) -> tuple[int, str]:
-    """(how many of a node's ``count`` PSUs may fail, the level): ``N`` none, ``N+<k>`` k, ``N+N`` half.
-
-    Default: ``N+1`` when the node has more than one PSU, else ``N``. PlanError for a level the count
-    cannot have (``N+6`` of 6 PSUs leaves none; ``N+N`` needs an even count)."""
-    if level is None:
-        level = "N+1" if count > 1 else "N"
-    m = _PSU_LEVEL.fullmatch(str(level))
-    if not m:
-        raise PlanError(field, level, "N (no spare PSU), N+<k> (k PSUs may fail, e.g. N+1) or N+N (half of them)")
-    if m.group(1) is None:
-        return 0, level
-    if m.group(1) == "N":
-        if count % 2:
-            raise PlanError(field, level, f"N+N needs an even psu_count (the node has {count}): N+<k> with k < {count}")
-        return count // 2, level
-    k = int(m.group(1))
-    if not 1 <= k < count:
-        upto = f" to N+{count - 1}" if count > 2 else ""
-        allowed = f"N+1{upto}, N+N or N" if count > 1 else "N (a node of one PSU has no spare)"
-        raise PlanError(field, level, f"{allowed}: at least one of the node's {count} PSUs must stay")
-    return k, level
-
-
-@dataclass(frozen=True)
-class PsuBudget:
-    """What a node's PSUs carry when the redundant ones have failed."""
-
-    count: int
-    rating_w: float
-    redundant: int
-    level: str
-
-    @property
-    def surviving_w(self) -> float:
-        return (self.count - self.redundant) * self.rating_w
-
-    def describe(self) -> str:
-        return (
-            f"{NODE_FIELD}.psu_count x psu_rating_w at psu_redundancy {self.level}: "
-            f"({self.count} - {self.redundant}) x {self.rating_w:g} W = {self.surviving_w:g} W"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "surviving_w": self.surviving_w}
-
-
-def psu_budget(count: int | None, rating_w: float | None, level: str | None) -> PsuBudget | None:
-    """The node's PSU budget; None when the inventory does not give both the count and the rating."""
-    if count is None or rating_w is None:
-        if level is not None:
-            missing = "psu_count" if count is None else "psu_rating_w"
-            raise PlanError(PSU_REDUNDANCY_FIELD, level, f"set together with {NODE_FIELD}.{missing}")
-        return None
-    redundant, level = psu_redundant(int(count), level)
-    return PsuBudget(int(count), float(rating_w), redundant, level)
-
-
-def largest_psu_limit_w(psu: PsuBudget, gpus_per_node: int, base_power_w: float) -> int:
-    """The largest whole-watt per-GPU limit with GPUs x limit + base <= the surviving PSUs' watts."""
-    return math.floor(round((psu.surviving_w - base_power_w) / gpus_per_node, 6))
 
 
 @dataclass(frozen=True)
@@ -135,13 +77,25 @@ class PowerLimit:
     # None when the model default is unknown (no -pl at stop)
     reset_power_limit_w: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> PowerLimitSection:
+        return {
+            "power_limit_w": self.power_limit_w,
+            "power_limit_source": self.power_limit_source,
+            "power_limit_reason": self.power_limit_reason,
+            "power_limit_w_uncapped": self.power_limit_w_uncapped,
+            "reset_power_limit_w": self.reset_power_limit_w,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PowerLimit:
+    def from_dict(cls, data: PowerLimitSection) -> PowerLimit:
         """The decision back from a plan's ``power`` section (plain data)."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(
+            power_limit_w=data["power_limit_w"],
+            power_limit_source=data["power_limit_source"],
+            power_limit_reason=data["power_limit_reason"],
+            power_limit_w_uncapped=data["power_limit_w_uncapped"],
+            reset_power_limit_w=data["reset_power_limit_w"],
+        )
 
 
 def circuit_kw(breaker_amps: float, voltage_v: float, phases: int) -> float:
@@ -183,6 +137,10 @@ def decide_power_limit(
     site's cap); ``default_w`` is the model's default limit (what a reset restores). PlanError when the
     budget or the surviving PSUs cannot hold even the model's minimum, or when the site's own cap is
     above the largest limit that fits.
+
+    Longer than 80 lines on purpose: one decision whose branches are its refusals, each naming the binding
+    inventory field with the figures computed here (rack and node draw, the largest limit each holds); split,
+    every part would take a dozen of them.
     """
     check_choice(requested_source, "gpu_power_source", REQUESTED_SOURCES)
     requested = int(requested_w)
@@ -282,7 +240,7 @@ def decide_power_limit(
     )
 
 
-def power_budget(**kwargs: Any) -> dict[str, Any]:
+def power_budget(**kwargs: Any) -> PowerSection:
     """The plan's power section (:func:`power_plan`'s first half): the filter power_budget returns it."""
     return power_plan(**kwargs)[0]  # pylint: disable=missing-kwoa  # power_plan's keywords, passed through
 
@@ -296,10 +254,10 @@ def power_plan(
     gpu_max_w: float | None,
     base_power_w: float,
     racks: int,
-    rack_budget_kw: float,
+    rack_budget_kw: float | None,
     pdu_rating_kw: float | None = None,
-    breaker_amps: float,
-    circuit_voltage_v: float,
+    breaker_amps: float | None,
+    circuit_voltage_v: float | None,
     circuit_phases: int,
     gpu_power_source: str = "model_default",
     gpu_default_w: float | None = None,
@@ -307,7 +265,7 @@ def power_plan(
     psu_count: int | None = None,
     psu_rating_w: float | None = None,
     psu_redundancy: str | None = None,
-) -> tuple[dict[str, Any], PowerLimit]:
+) -> tuple[PowerSection, PowerLimit]:
     """Power per node and rack at the APPLIED GPU limit, the limit's decision, and the breaker plan;
     with the decision itself (:class:`PowerLimit`), which the GPU clocks apply (compute/gpu.py).
 
@@ -318,8 +276,8 @@ def power_plan(
     model's default limit (default: ``gpu_power_w`` when that is the model default). ``psu_*``: the node's
     PSUs (``gpucluster_node``); the limit is also lowered to what they carry after the redundant ones fail.
     """
-    nodes = check_range(nodes, "groups.compute", 1, None, integer=True)
-    racks = check_range(racks, f"{field}.racks", 1, nodes, integer=True)
+    nodes = int(check_range(nodes, "groups.compute", 1, None, integer=True))
+    racks = int(check_range(racks, f"{field}.racks", 1, nodes, integer=True))
     budget = check_range(rack_budget_kw, f"{field}.rack_power_budget_kw", 0.1, 2000, unit=" kW")
     pdu = check_range(pdu_rating_kw if pdu_rating_kw is not None else budget, f"{field}.pdu_rating_kw", 0.1, 2000)
     amps = check_range(breaker_amps, f"{field}.breaker_amps", 1, 1000, unit=" A")
@@ -345,64 +303,110 @@ def power_plan(
         field=field,
         psu=psu,
     )
+    return _section(
+        limit,
+        psu,
+        nodes=nodes,
+        per_rack=per_rack,
+        gpus_per_node=gpus_per_node,
+        base_power_w=base_power_w,
+        budget_kw=min(budget, pdu),
+        circuit=circuit_kw(amps, volts, circuit_phases),
+    ), limit
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """The kW of one node, one rack and the cluster at one per-GPU limit."""
+
+    gpu_load_kw_per_node: float
+    node_kw: float
+    gpu_load_kw_total: float
+    total_kw: float
+    rack_kw: float
+
+
+def _figures(gpu_w: float, gpus_per_node: int, base_power_w: float, nodes: int, per_rack: int) -> _Figures:
+    gpu_kw_node = gpus_per_node * gpu_w / 1000.0
+    one = node_kw(gpus_per_node, gpu_w, base_power_w)
+    return _Figures(
+        gpu_load_kw_per_node=round(gpu_kw_node, 4),
+        node_kw=round(one, 4),
+        gpu_load_kw_total=round(gpu_kw_node * nodes, 4),
+        total_kw=round(one * nodes, 4),
+        rack_kw=round(per_rack * one, 4),
+    )
+
+
+def _section(
+    limit: PowerLimit,
+    psu: PsuBudget | None,
+    *,
+    nodes: int,
+    per_rack: int,
+    gpus_per_node: int,
+    base_power_w: float,
+    budget_kw: float,
+    circuit: float,
+) -> PowerSection:
+    """plan.power at the decided ``limit``: the kW figures at it and at the requested one, the notes, the
+    breaker plan (``circuit``: one circuit's usable kW; ``budget_kw``: the rack's, the PDU's if lower)."""
     capped = limit.power_limit_source in CAPPED_SOURCES
     applied_w, uncapped_w = limit.power_limit_w, limit.power_limit_w_uncapped
-
-    def figures(gpu_w: float, suffix: str) -> dict[str, float]:
-        gpu_kw_node = gpus_per_node * gpu_w / 1000.0
-        one = node_kw(gpus_per_node, gpu_w, base_power_w)
-        return {
-            f"gpu_load_kw_per_node{suffix}": round(gpu_kw_node, 4),
-            f"node_kw{suffix}": round(one, 4),
-            f"gpu_load_kw_total{suffix}": round(gpu_kw_node * nodes, 4),
-            f"total_kw{suffix}": round(one * nodes, 4),
-            f"rack_kw{suffix}": round(per_rack * one, 4),
-        }
-
-    applied = figures(applied_w, "")
-    uncapped = figures(uncapped_w, "_uncapped")
+    applied = _figures(
+        applied_w, gpus_per_node=gpus_per_node, base_power_w=base_power_w, nodes=nodes, per_rack=per_rack
+    )
+    uncapped = _figures(
+        uncapped_w, gpus_per_node=gpus_per_node, base_power_w=base_power_w, nodes=nodes, per_rack=per_rack
+    )
     notes = []
     if limit.power_limit_source == "node_psu" and psu is not None:
         notes.append(
-            f"one node at {uncapped['node_kw_uncapped']:.2f} kW exceeds the {psu.surviving_w / 1000:g} kW its PSUs "
+            f"one node at {uncapped.node_kw:.2f} kW exceeds the {psu.surviving_w / 1000:g} kW its PSUs "
             f"carry at {psu.level} ({psu.count - psu.redundant} of {psu.count} x {psu.rating_w:g} W): every GPU is "
-            f"capped at {applied_w} W ({applied['node_kw']:.2f} kW per node)"
+            f"capped at {applied_w} W ({applied.node_kw:.2f} kW per node)"
         )
     elif capped:
         notes.append(
-            f"{per_rack} nodes at {uncapped['node_kw_uncapped']:.2f} kW = {uncapped['rack_kw_uncapped']:.1f} kW "
-            f"exceed the rack's {min(budget, pdu):g} kW: every GPU is capped at {applied_w} W "
-            f"({applied['rack_kw']:.2f} kW per rack)"
+            f"{per_rack} nodes at {uncapped.node_kw:.2f} kW = {uncapped.rack_kw:.1f} kW "
+            f"exceed the rack's {budget_kw:g} kW: every GPU is capped at {applied_w} W "
+            f"({applied.rack_kw:.2f} kW per rack)"
         )
-    one_node = applied["node_kw"]
-    circuit = circuit_kw(amps, volts, circuit_phases)
+    one_node = applied.node_kw
     per_circuit = math.floor(circuit / one_node) if one_node > 0 else 0
     if not per_circuit:
         notes.append(f"one node ({one_node:.1f} kW) needs more than one {circuit:.1f} kW circuit")
-    section = {
+    return {
         **limit.as_dict(),
-        **applied,
-        **uncapped,
+        "gpu_load_kw_per_node": applied.gpu_load_kw_per_node,
+        "node_kw": applied.node_kw,
+        "gpu_load_kw_total": applied.gpu_load_kw_total,
+        "total_kw": applied.total_kw,
+        "rack_kw": applied.rack_kw,
+        "gpu_load_kw_per_node_uncapped": uncapped.gpu_load_kw_per_node,
+        "node_kw_uncapped": uncapped.node_kw,
+        "gpu_load_kw_total_uncapped": uncapped.gpu_load_kw_total,
+        "total_kw_uncapped": uncapped.total_kw,
+        "rack_kw_uncapped": uncapped.rack_kw,
         "nodes_per_rack": per_rack,
         # the node's PSUs and what they carry after the redundant ones fail (None: not given)
         "psu": psu.as_dict() if psu else None,
-        "rack_budget_kw": min(budget, pdu),
+        "rack_budget_kw": budget_kw,
         # fits: the rack holds the GPUs at the limit the policy asks for; capped: the budget lowered it
         "fits": not capped,
         "capped": capped,
         "per_gpu_cap_w_to_fit": applied_w if capped else None,
         # the applied figures under their former names (the diagram's "fitted" line)
-        "node_kw_fitted": applied["node_kw"],
-        "rack_kw_fitted": applied["rack_kw"],
+        "node_kw_fitted": applied.node_kw,
+        "rack_kw_fitted": applied.rack_kw,
         "circuit_kw": round(circuit, 3),
         "nodes_per_circuit": per_circuit,
         "circuits_per_rack": math.ceil(per_rack / per_circuit) if per_circuit else None,
         "notes": notes,
     }
-    return section, limit
 
 
-def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> tuple[dict[str, Any], PowerLimit]:
+def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> tuple[PowerSection, PowerLimit]:
     """Node/rack power at the applied GPU limit: the policy's limit (``requested``), lowered when the rack
     cannot hold it. This is where the GPU power limit is decided (the PowerLimit returned); the GPU's clocks
     (compute/gpu.py) apply it."""
@@ -417,7 +421,7 @@ def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> 
         gpu_min_w=model.power_min_w,
         gpu_max_w=model.power_max_w,
         base_power_w=site.node.base_power_w,
-        racks=check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True),
+        racks=int(check_range(fac.racks, f"{p}.racks", 1, 10000, integer=True)),
         rack_budget_kw=fac.rack_power_budget_kw,
         pdu_rating_kw=fac.pdu_rating_kw,
         breaker_amps=fac.breaker_amps,
@@ -427,3 +431,25 @@ def site_power_plan(site: Site, model: GpuModel, requested: tuple[int, str]) -> 
         psu_rating_w=site.node.psu_rating_w,
         psu_redundancy=site.node.psu_redundancy,
     )
+
+
+__all__ = [
+    "CAPPED_SOURCES",
+    "CAP_FIELD",
+    "LIMIT_SOURCES",
+    "NODE_FIELD",
+    "PSU_REDUNDANCY_FIELD",
+    "REQUESTED_SOURCES",
+    "PowerLimit",
+    "PsuBudget",
+    "circuit_kw",
+    "decide_power_limit",
+    "largest_fitting_limit_w",
+    "largest_psu_limit_w",
+    "node_kw",
+    "power_budget",
+    "power_plan",
+    "psu_budget",
+    "psu_redundant",
+    "site_power_plan",
+]

@@ -37,15 +37,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import (
+    PowerSection,
+    ShutdownStep,
+    UpsCheck,
+    UpsRating,
+    UpsSection,
+    UpsShutdown,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     check_choice,
     check_range,
     require,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import ClusterSection
 
 FIELD = "gpucluster_facility.ups"
 #: the reference design's minimum UPS runtime for a graceful shutdown (docs/sources.md [U1])
@@ -121,7 +132,7 @@ class Shutdown:
 POLL_S = 10
 
 
-def parse_shutdown(raw: Mapping[str, Any]) -> Shutdown:
+def parse_shutdown(raw: Mapping[str, object]) -> Shutdown:
     """The shutdown timing (also without a UPS entry: the playbook needs its grace time)."""
     grace = raw.get("checkpoint_grace_s", DEFAULT_CHECKPOINT_GRACE_S)
     off = raw.get("power_off_allowance_s", DEFAULT_POWER_OFF_ALLOWANCE_S)
@@ -131,9 +142,10 @@ def parse_shutdown(raw: Mapping[str, Any]) -> Shutdown:
     )
 
 
-def _points(raw: Any, full_minutes: float) -> tuple[tuple[float, float], ...]:
+def _points(raw: object, full_minutes: float) -> tuple[tuple[float, float], ...]:
     field = f"{FIELD}.runtime_points"
     require(isinstance(raw, list), field, raw, "a list of {load_percent, minutes}")
+    assert isinstance(raw, list)  # narrowed by the require above
     points = {1.0: full_minutes}
     for i, p in enumerate(raw):
         where = f"{field}[{i}]"
@@ -154,11 +166,12 @@ def _points(raw: Any, full_minutes: float) -> tuple[tuple[float, float], ...]:
     return ordered
 
 
-def parse_ups(raw: Any) -> Ups | None:
+def parse_ups(raw: object) -> Ups | None:
     """``gpucluster_facility.ups`` checked, or None when the site gives none."""
     if raw is None:
         return None
     require(isinstance(raw, Mapping), FIELD, raw, "a mapping")
+    assert isinstance(raw, Mapping)  # narrowed by the require above
     unknown = sorted(set(raw) - KEYS)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(KEYS)))
     require("rating_kva" in raw, f"{FIELD}.rating_kva", None, "the UPS's kVA rating (datasheet)")
@@ -216,13 +229,13 @@ def runtime_at(load: float, points: tuple[tuple[float, float], ...]) -> Runtime:
     return Runtime(points[-1][1], "datasheet points")  # load == 1.0 with a single point
 
 
-def load_kw(ups: Ups, power: Mapping[str, Any]) -> float:
+def load_kw(ups: Ups, power: PowerSection) -> float:
     """The kW the UPS carries: the planned compute load (cluster or fullest rack) plus the site's other load."""
     compute = power["total_kw"] if ups.scope == "cluster" else power["rack_kw"]
     return round(float(compute) + ups.other_load_kw, 3)
 
 
-def shutdown_steps(cluster: Mapping[str, Any], shutdown: Shutdown) -> list[dict[str, str]]:
+def shutdown_steps(cluster: ClusterSection, shutdown: Shutdown) -> list[ShutdownStep]:
     """The graceful sequence the head runs on a UPS event, in order (playbooks/shutdown.yml runs these).
 
     Each step: ``step`` (its name in the playbook), ``on`` (which hosts) and ``does`` (the command).
@@ -296,37 +309,43 @@ def _check(ups: Ups, load: float, runtime: Runtime, minutes: float, shutdown: Sh
     return "ok", f"{minutes:.1f} min of battery at {load:g} kW covers the {sequence_min:g} min shutdown"
 
 
-def ups_plan(raw: Any, power: Mapping[str, Any], cluster: Mapping[str, Any]) -> dict[str, Any]:
+def ups_plan(raw: object, power: PowerSection, cluster: ClusterSection) -> UpsSection:
     """``plan.ups``: the runtime check (None without ``gpucluster_facility.ups``) and the shutdown sequence."""
     raw_map = raw if isinstance(raw, Mapping) else {}
     ups = parse_ups(raw)
     shutdown = parse_shutdown(raw_map)
-    out: dict[str, Any] = {
-        "configured": ups is not None,
-        "shutdown": {
-            "grace_s": shutdown.grace_s,
-            "power_off_s": shutdown.power_off_s,
-            "sequence_s": shutdown.sequence_s,
-            # the playbook's waits: polled every POLL_S for the grace time, a drain's job a minute longer
-            "poll_s": POLL_S,
-            "polls": max(shutdown.grace_s // POLL_S, 1),
-            "drain_async_s": shutdown.grace_s + 60,
-            "signal": CHECKPOINT_SIGNAL,
-            "reason": DRAIN_REASON,
-            "steps": shutdown_steps(cluster, shutdown),
-        },
-        "check": None,
+    sequence: UpsShutdown = {
+        "grace_s": shutdown.grace_s,
+        "power_off_s": shutdown.power_off_s,
+        "sequence_s": shutdown.sequence_s,
+        # the playbook's waits: polled every POLL_S for the grace time, a drain's job a minute longer
+        "poll_s": POLL_S,
+        "polls": max(shutdown.grace_s // POLL_S, 1),
+        "drain_async_s": shutdown.grace_s + 60,
+        "signal": CHECKPOINT_SIGNAL,
+        "reason": DRAIN_REASON,
+        "steps": shutdown_steps(cluster, shutdown),
     }
     if ups is None:
-        return out
+        return {"configured": False, "shutdown": sequence, "check": None}
     load = load_kw(ups, power)
     fraction = load / ups.rating_kw
     runtime = runtime_at(fraction, ups.points)
     minutes = runtime.minutes * ups.end_of_life_capacity
     status, message = _check(ups, load, runtime, minutes, shutdown)
-    out["check"] = {
-        "ups": {k: v for k, v in asdict(ups).items() if k != "points"}
-        | {"runtime_points": [{"load_percent": round(lf * 100, 2), "minutes": m} for lf, m in ups.points]},
+    rating: UpsRating = {
+        "rating_kva": ups.rating_kva,
+        "rating_kw": ups.rating_kw,
+        "power_factor": ups.power_factor,
+        "power_factor_source": ups.power_factor_source,
+        "runtime_minutes": ups.runtime_minutes,
+        "scope": ups.scope,
+        "other_load_kw": ups.other_load_kw,
+        "end_of_life_capacity": ups.end_of_life_capacity,
+        "runtime_points": [{"load_percent": round(lf * 100, 2), "minutes": m} for lf, m in ups.points],
+    }
+    check: UpsCheck = {
+        "ups": rating,
         "load_kw": load,
         "compute_load_kw": round(load - ups.other_load_kw, 3),
         "load_percent": round(fraction * 100, 1),
@@ -339,10 +358,10 @@ def ups_plan(raw: Any, power: Mapping[str, Any], cluster: Mapping[str, Any]) -> 
         "status": status,
         "message": message,
     }
-    return out
+    return {"configured": True, "shutdown": sequence, "check": check}
 
 
-def ups_rows(ups: Mapping[str, Any]) -> list[list[str]]:
+def ups_rows(ups: UpsSection) -> list[list[str]]:
     """The report's rows (setting, value, how it was reached)."""
     sd = ups["shutdown"]
     seq = f"checkpoint grace {sd['grace_s']} s + power-off {sd['power_off_s']} s"
@@ -374,9 +393,9 @@ def ups_rows(ups: Mapping[str, Any]) -> list[list[str]]:
     ]
 
 
-def ups_warnings(ups: Mapping[str, Any] | None) -> list[str]:
+def ups_warnings(ups: UpsSection | None) -> list[str]:
     """The report summary's warnings: a runtime check that is not ok."""
-    check = (ups or {}).get("check")
+    check = ups["check"] if ups else None
     if not check or check["status"] == "ok":
         return []
     return [f"UPS {check['status']}: {check['message']}."]
