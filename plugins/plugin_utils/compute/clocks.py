@@ -73,7 +73,7 @@ def requested_power_limit(
 def _power(
     gpu: GpuModel,
     policy: str,
-    power_cap_w: int | None,
+    power_cap_w: float | None,
     power_limit: PowerLimit | None,
     requested: tuple[int, str] | None,
     field: str,

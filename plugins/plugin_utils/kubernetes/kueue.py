@@ -54,14 +54,14 @@ def _split(total: int, percent: float) -> int:
 
 def _quotas(plan: PlanView, shape: NodeShape) -> dict[str, int]:
     nodes = int(plan["cluster"]["compute_nodes"])
-    mig = plan["gpu"].get("mig") or {}
+    mig = plan["gpu"]["mig"]
     return {
         # a GPU in MIG mode is advertised as its MIG devices, not as nvidia.com/gpu (mixed strategy, [G8])
-        GPU_RESOURCE: int(plan["cluster"]["gpus_total"]) - int(mig.get("mig_gpus", 0)),
+        GPU_RESOURCE: int(plan["cluster"]["gpus_total"]) - (mig["mig_gpus"] if mig else 0),
         "cpu": shape.cpus * nodes,
         "memory": shape.memory_mib * nodes,
         RDMA_RESOURCE: shape.rdma * nodes,
-    } | dict(mig.get("k8s_resources", {}))
+    } | dict(mig["k8s_resources"] if mig else {})
 
 
 def _resource_group(flavors: list[Flavor]) -> JsonObject:

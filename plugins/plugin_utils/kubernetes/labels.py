@@ -68,7 +68,8 @@ def node_labels(plan: PlanView, cooling: str) -> dict[str, NodeEntry]:
             },
             "taints": [dict(GPU_TAINT)],
         }
-        mig = (plan["gpu"].get("mig") or {}).get("host_config", {}).get(host)
+        mig_plan = plan["gpu"]["mig"]
+        mig = mig_plan["host_config"].get(host) if mig_plan else None
         if mig:  # the GPU Operator's MIG Manager applies the mig-parted config the label names ([G8])
             out[host]["labels"][MIG_CONFIG_LABEL] = mig
     return out

@@ -71,9 +71,8 @@ def volume_paths(plan: PlanView) -> dict[str, str]:
     scratch = st["local_scratch"]
     if scratch:
         paths["scratch"] = scratch
-    extra = [
-        m["target"] for m in (plan.get("containers") or {}).get("mounts") or [] if m["target"] not in paths.values()
-    ]
+    containers = plan.get("containers")
+    extra = [m["target"] for m in (containers["mounts"] if containers else []) if m["target"] not in paths.values()]
     for i, target in enumerate(extra):
         paths[f"container-mount-{i}"] = target
     return {dns(key): path for key, path in paths.items()}

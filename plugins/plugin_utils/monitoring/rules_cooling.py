@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import AlertCase, Labels
@@ -16,6 +17,14 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rulebo
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import CoolingSection
+
+
+def cooling_limit(cool: Mapping[str, object], key: str) -> float:
+    """One of the cooling section's DLC thresholds by name (compute/cooling.py dlc_thresholds), as written."""
+    value = cool[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"plan.cooling.{key}: a number, not {value!r}")
+    return value
 
 
 def cooling_rules(r: RuleBook, cool: CoolingSection, loop: Labels) -> None:
@@ -44,13 +53,13 @@ def cooling_rules(r: RuleBook, cool: CoolingSection, loop: Labels) -> None:
             name,
             metric=metric,
             op=op,
-            value=cool[key],
+            value=cooling_limit(cool, key),
             plan_key=f"cooling.{key}",
             step=0.1,
             for_=for_,
             severity=severity,
             labels=loop,
-            summary=at.replace("{what}", what) + f"{unit} ({limit} {num(cool[key])} {unit})",
+            summary=at.replace("{what}", what) + f"{unit} ({limit} {num(cooling_limit(cool, key))} {unit})",
         )
 
     # dT: return - supply of the same loop; the supply sample is chosen so the difference is exact

@@ -146,6 +146,8 @@ def conditions(plan: PlanView) -> dict[str, bool]:
     nfs_impl = nfs.get("server_impl") if nfs else None
     beegfs = plan["storage"].get("beegfs")
     bringup = plan["gpu"].get("bringup") or {}
+    containers = plan.get("containers")
+    runtime = containers["runtime"] if containers else None
     return {
         "opensm": bool(fabric_hosts.get("opensm")),
         "roce": bool(fabric_hosts.get("roce_hosts")),
@@ -176,8 +178,8 @@ def conditions(plan: PlanView) -> dict[str, bool]:
         "slurm_state_mount": bool(plan["slurm"]["ha"]["state_save_mount"]),
         "slurm_backup": bool(plan["slurm"]["ha"]["primary_on"]),  # a backup controller (slurm/ha.py)
         # training jobs in containers (compute/containers.py): Enroot + Pyxis, or Slurm's oci.conf + runc
-        "containers_pyxis": (plan.get("containers") or {}).get("runtime") == "pyxis",
-        "containers_oci": (plan.get("containers") or {}).get("runtime") == "oci",
+        "containers_pyxis": runtime == "pyxis",
+        "containers_oci": runtime == "oci",
     }
 
 

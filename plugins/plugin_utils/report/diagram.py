@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import CoolingSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rules_cooling import cooling_limit
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 
 #: One colour per rail (cycled beyond eight rails); readable on white, distinct in print.
@@ -365,7 +366,7 @@ def _dlc_panel(cool: CoolingSection, left: int, top: float, width: float) -> lis
     )
     out.append(f'<text x="{x(flow) + 4:.1f}" y="{bar_top + 16}">{_x(f"{_num(flow)} required")}</text>')
     for key, colour, name in (("flow_low_lpm", "#ff7f0e", "low"), ("flow_critical_lpm", BUDGET_COLOUR, "critical")):
-        v = float(cool[key])
+        v = float(cooling_limit(cool, key))
         out.append(
             f'<line x1="{x(v):.1f}" y1="{bar_top - 4}" x2="{x(v):.1f}" y2="{bar_top + bar_h + 4}" '
             f'stroke="{colour}" stroke-width="2"/>'

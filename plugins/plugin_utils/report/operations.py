@@ -48,7 +48,7 @@ CONTAINERS_INTRO = (
 
 def containers_section(plan: Plan) -> Section | None:
     """Training jobs in containers (compute/containers.py)."""
-    if not (plan.get("containers") or {}).get("enabled"):
+    if not plan["containers"]["enabled"]:
         return None
     return Section("Job containers", container_rows(plan["containers"]), CONTAINERS_INTRO)
 
@@ -57,14 +57,15 @@ def container_rows(c: ContainersSection) -> list[Row]:
     """The job containers' runtime, image cache, mounts, environment and devices (plan.containers)."""
     cache = c["cache"]
     how = "pyxis: plugstack.conf + enroot.conf" if c["runtime"] == "pyxis" else "oci: oci.conf + runc"
-    rows = [
-        ["runtime", c["runtime"], f"gpucluster_containers.runtime ({how})"],
-        [
-            "image cache",
-            f"{cache['path']}, {cache['size_gb']} GB per node",
-            f"gpucluster_storage.local_scratch, not the shared FS (staging takes {cache['staging_gb']:g} GB)",
-        ],
-    ]
+    rows: list[Row] = [["runtime", c["runtime"], f"gpucluster_containers.runtime ({how})"]]
+    if cache is not None:  # an enabled runtime always has its cache (compute/containers.py)
+        rows.append(
+            [
+                "image cache",
+                f"{cache['path']}, {cache['size_gb']} GB per node",
+                f"gpucluster_storage.local_scratch, not the shared FS (staging takes {cache['staging_gb']:g} GB)",
+            ]
+        )
     rows += [["mount", m["target"], m["why"]] for m in c["mounts"]]
     rows += [["env " + k, v, "/etc/nccl.conf"] for k, v in c["env"].items()]
     rows.append(["devices", ", ".join(c["devices"]), "the node's GPUs and the fabric's RDMA devices"])
