@@ -144,10 +144,8 @@ def alert_rules(plan: Mapping[str, Any]) -> AlertRules:
         fabric_rules(r, plan["fabric"], port)
     if plan["cooling"]["cooling"] == "dlc":
         cooling_rules(r, plan["cooling"], {"job": "facility", "instance": "cdu01:9100", "loop": "rack1"})
-    heal = plan.get("healing")
-    if (
-        heal and heal["enabled"]
-    ):  # the head's self-healing loop (Slurm): its textfile metrics on the head's node-exporter
+    heal = plan.get("healing")  # the head's self-healing loop (Slurm): its textfile metrics on the head's node-exporter
+    if heal and heal["enabled"]:
         head = plan["cluster"]["head"]
         head_labels = {
             "job": "node",
