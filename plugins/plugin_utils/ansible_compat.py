@@ -76,6 +76,15 @@ LEGACY_TEMPLAR: bool = _TEMPLATE_VARS is None
 T = TypeVar("T")
 
 
+class InventoryHost(Protocol):
+    """What the collection uses of ansible-core's inventory host (``ansible.inventory.host.Host``)."""
+
+    vars: Mapping[str, object]
+
+    def get_groups(self) -> list[Any]:
+        """The host's groups and their ancestors (``all`` among them)."""
+
+
 class RawHostVars(Protocol):
     """What the collection uses of ansible-core's ``hostvars`` (``ansible.vars.hostvars.HostVars``)."""
 
@@ -128,7 +137,7 @@ def raw_host_variables(hostvars: RawHostVars, host: str) -> Any:
 
 def hosts_of_group_all(
     hostvars: object, hosts: Iterable[str], relevant: Callable[[str], bool]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """The hosts among ``hosts`` whose variables named ``relevant`` come from group all, ``-e`` or the host
     itself only, each with the relevant variables it sets itself: its inventory ``ansible_host`` (a relevant
     name other than ``ansible_host`` in its inventory variables leaves it out), then its run's variables
@@ -172,7 +181,9 @@ def hosts_of_group_all(
     every = inventory_groups.get("all")
     try:
         found = {h: inventory_hosts.get(h) for h in dict.fromkeys(str(h) for h in hosts)}
-        chosen: dict[str, Any] = {h: host for h, host in found.items() if host is not None and not facts.contains(h)}
+        chosen: dict[str, InventoryHost] = {
+            h: host for h, host in found.items() if host is not None and not facts.contains(h)
+        }
         if every is None or "ansible_host" in every.vars or "ansible_host" in plugins([every]):
             return {}  # one address for every host from group all: a host's own is not its inventory variable
         if not chosen or sets(plugins(list(chosen.values()))):
@@ -184,13 +195,13 @@ def hosts_of_group_all(
         }
     except (AttributeError, TypeError):
         return {}
-    common: dict[str, dict[str, Any]] = {}
+    common: dict[str, dict[str, object]] = {}
     for h, host in chosen.items():
         if any(str(k) != "ansible_host" and relevant(str(k)) for k in host.vars):
             continue
         if any(g.name in marked for g in host.get_groups()):
             continue
-        own = {"ansible_host": host.vars["ansible_host"]} if "ansible_host" in host.vars else {}
+        own: dict[str, object] = {"ansible_host": host.vars["ansible_host"]} if "ansible_host" in host.vars else {}
         for cache in run_vars:
             own.update((str(k), v) for k, v in (cache.get(h) or {}).items() if relevant(str(k)))
         common[h] = own

@@ -70,7 +70,7 @@ def check_scope(
 _ABSENT = object()
 
 
-def _own_values(values: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
+def _own_values(values: Mapping[str, object], reference: Mapping[str, object]) -> dict[str, object]:
     """A host's ``values`` without those that ARE the controller's (the same object: group all's value,
     which every host shares), ``ansible_host`` kept (the address check is per host).
 
@@ -130,7 +130,7 @@ def checked_name(name: str) -> bool:
 
 def raw_variables(
     hostvars: ansible_compat.RawHostVars, hosts: list[str], controller: str, extra: frozenset[str] = frozenset()
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Each host's raw variables, as far as the check reads them (:func:`checked_name`).
 
     ``raw_get`` (ansible-core's ``get_vars``) for the controller, for a host with variables from elsewhere
@@ -139,8 +139,8 @@ def raw_variables(
     (the same objects) and their own, below the command line's (``extra``). One ``get_vars`` per host was a
     third of the plan stage at 16,384 nodes."""
     common = ansible_compat.hosts_of_group_all(hostvars, [h for h in hosts if h != controller], checked_name)
-    shared: dict[frozenset[str], dict[str, Any]] = {}  # group all's values, by the names a host sets itself
-    raws: dict[str, Any] = {}
+    shared: dict[frozenset[str], dict[str, object]] = {}  # group all's values, by the names a host sets itself
+    raws: dict[str, object] = {}
     for host in dict.fromkeys(hosts):
         own = common.get(host)
         if own is not None:
