@@ -8,8 +8,11 @@ value by value through its lazy containers: at 16,384 nodes (9 million values) t
 most of the plan stage's 165 s of CPU (docs/performance.md). Facts an action returns go to the
 persistent fact cache (ansible.cfg: jsonfile), a registered result does not.
 
-ansible-core adds ``changed`` and ``failed`` to the result: ``plan_data`` (plugin_utils/plan/host_plan.py,
-filter gpucluster.tiers.plan_data) is the plan without them; host_plan and plan_sha256 leave them out.
+The result also holds the plan's sha256 (``plan_sha256``: host_plan.SHA256_KEY), hashed here where the
+plan is plain data; hashing the registered plan in a later task walked it again through ansible-core's
+lazy containers (docs/performance.md). ansible-core adds ``changed`` and ``failed`` to the result:
+``plan_data`` (plugin_utils/plan/host_plan.py, filter gpucluster.tiers.plan_data) is the plan without
+these keys (host_plan.RESULT_KEYS); host_plan and plan_sha256 leave them out.
 
 ``quiet`` (default true) hides the plan from the output and the job events by marking the result
 ``_ansible_no_log`` (not the task: a task's no_log would hide the error too). A failure is not
@@ -27,7 +30,15 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import from_inventory
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import RESULT_KEYS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (
+    RESULT_KEYS,
+    SHA256_KEY,
+    plan_sha256,
+)
+
+#: How deep plan_sha256 hashes piece by piece here: the same digest at any depth; at 2 the pieces are a
+#: section's parts (one json.dumps each, C-level), the fewest Python calls whose pieces stay small.
+SHA256_DEPTH = 2
 
 #: Result keys ansible-core reads or sets itself: a plan section must not be named like one.
 RESERVED: frozenset[str] = RESULT_KEYS | frozenset(
@@ -57,7 +68,8 @@ class ActionModule(ActionBase):
         super().run(tmp, task_vars)
         args = self._task.args
         quiet = boolean(args.get("quiet", True), strict=False)
-        return {**self._plan(args), "_ansible_no_log": quiet}
+        plan = self._plan(args)
+        return {**plan, SHA256_KEY: plan_sha256(plan, SHA256_DEPTH), "_ansible_no_log": quiet}
 
     def _plan(self, args: dict[str, Any]) -> dict[str, Any]:
         path = str(args.get("file") or "")

@@ -19,6 +19,13 @@ Each interface, the releases it was checked on and what breaks when it changes:
   goes, those filters fail with "input must be hostvars"; read through ``hostvars[host]`` instead, every
   value would be templated before the trust check (docs/security.md, "Inventory trust") and the plan
   rendered per host and task (about a second each at a thousand nodes).
+- ``HostVars._inventory``, ``._variable_manager``, ``._loader``, ``InventoryManager._sources``,
+  ``VariableManager._fact_cache``/``._vars_cache``/``._nonpersistent_fact_cache``/``.safe_basedir`` and
+  ``ansible.vars.plugins.get_vars_from_inventory_sources``/``get_vars_from_path`` (2.18 and 2.19): where
+  ``VariableManager.get_vars`` takes a host's variables from, read once for all hosts. Used by
+  :func:`hosts_of_group_all` (inventory_scope: ``get_vars`` per host was a third of the plan stage at
+  16,384 nodes). If they change, the function finds no such host and every host is read with
+  ``raw_get``: the same check, slower.
 - ``HostVars._variable_manager.extra_vars`` (2.18 and 2.19): the names given with ``-e``. Used by
   :func:`extra_variable_names`. If it goes, the names read as empty: a ``gpucluster_*`` variable given
   with ``-e`` is then checked as inventory data (a template in it refused) and ``gpucluster_lab`` from
@@ -53,7 +60,7 @@ modules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 try:  # ansible-core >= 2.19: the data-tagging template engine
@@ -67,6 +74,15 @@ except ImportError:  # ansible-core 2.16-2.18 (meta/runtime.yml requires_ansible
 LEGACY_TEMPLAR: bool = _TEMPLATE_VARS is None
 
 T = TypeVar("T")
+
+
+class InventoryHost(Protocol):
+    """What the collection uses of ansible-core's inventory host (``ansible.inventory.host.Host``)."""
+
+    vars: Mapping[str, object]
+
+    def get_groups(self) -> list[Any]:
+        """The host's groups and their ancestors (``all`` among them)."""
 
 
 class RawHostVars(Protocol):
@@ -117,6 +133,79 @@ def is_hostvars(source: object) -> bool:
 def raw_host_variables(hostvars: RawHostVars, host: str) -> Any:
     """A host's variables as ansible-core holds them, nothing templated (``HostVars.raw_get``)."""
     return hostvars.raw_get(host)
+
+
+def hosts_of_group_all(
+    hostvars: object, hosts: Iterable[str], relevant: Callable[[str], bool]
+) -> dict[str, dict[str, object]]:
+    """The hosts among ``hosts`` whose variables named ``relevant`` come from group all, ``-e`` or the host
+    itself only, each with the relevant variables it sets itself: its inventory ``ansible_host`` (a relevant
+    name other than ``ansible_host`` in its inventory variables leaves it out), then its run's variables
+    (include_vars, then set_fact and register), in ``VariableManager.get_vars``' order; the other hosts are
+    left out.
+
+    For such a host, ``raw_get`` gives group all's value (the same objects for every such host) of every
+    relevant name it does not set itself; ``get_vars`` would find that per host, at about half a millisecond
+    each. Left out: a host in a group other than all that sets a relevant name (in the inventory or a vars
+    plugin's group_vars), a host with cached facts, and every host where group all sets ``ansible_host`` or a
+    vars plugin's host_vars set a relevant name (read once for all hosts). Empty where ansible-core's
+    inventory is not reachable as expected: the caller reads every host with raw_get then."""
+    inventory = getattr(hostvars, "_inventory", None)
+    manager = getattr(hostvars, "_variable_manager", None)
+    loader = getattr(hostvars, "_loader", None)
+    try:
+        from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+
+        sources = list(inventory._sources)  # type: ignore[union-attr]  # an AttributeError: {} below
+        inventory_hosts: Mapping[str, Any] = inventory.hosts  # type: ignore[union-attr]
+        inventory_groups: Mapping[str, Any] = inventory.groups  # type: ignore[union-attr]
+        facts = manager._fact_cache  # type: ignore[union-attr]
+        run_vars: list[Mapping[str, Mapping[str, Any]]] = [
+            manager._vars_cache,  # type: ignore[union-attr]
+            manager._nonpersistent_fact_cache,  # type: ignore[union-attr]
+        ]
+        basedirs = [loader.get_basedir()] if manager.safe_basedir else []  # type: ignore[union-attr]
+    except (AttributeError, ImportError, TypeError):
+        return {}
+
+    def plugins(entities: list[Any]) -> Mapping[str, Any]:
+        # what get_vars merges from the vars plugins, beside the inventory sources and the playbook (stage 'task')
+        data = dict(get_vars_from_inventory_sources(loader, sources, entities, "task"))
+        for path in basedirs:
+            data.update(get_vars_from_path(loader, path, entities, "task"))
+        return data
+
+    def sets(values: Mapping[str, Any]) -> bool:
+        return any(relevant(str(k)) for k in values)
+
+    every = inventory_groups.get("all")
+    try:
+        found = {h: inventory_hosts.get(h) for h in dict.fromkeys(str(h) for h in hosts)}
+        chosen: dict[str, InventoryHost] = {
+            h: host for h, host in found.items() if host is not None and not facts.contains(h)
+        }
+        if every is None or "ansible_host" in every.vars or "ansible_host" in plugins([every]):
+            return {}  # one address for every host from group all: a host's own is not its inventory variable
+        if not chosen or sets(plugins(list(chosen.values()))):
+            return {}
+        marked = {
+            name
+            for name, group in inventory_groups.items()
+            if name != "all" and (sets(group.vars) or sets(plugins([group])))
+        }
+    except (AttributeError, TypeError):
+        return {}
+    common: dict[str, dict[str, object]] = {}
+    for h, host in chosen.items():
+        if any(str(k) != "ansible_host" and relevant(str(k)) for k in host.vars):
+            continue
+        if any(g.name in marked for g in host.get_groups()):
+            continue
+        own: dict[str, object] = {"ansible_host": host.vars["ansible_host"]} if "ansible_host" in host.vars else {}
+        for cache in run_vars:
+            own.update((str(k), v) for k, v in (cache.get(h) or {}).items() if relevant(str(k)))
+        common[h] = own
+    return common
 
 
 def extra_variable_names(hostvars: object) -> frozenset[str]:

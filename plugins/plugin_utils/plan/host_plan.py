@@ -186,10 +186,16 @@ def canonical_json(plan: Any) -> str:
         return json.dumps(plain(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-#: Keys ansible-core adds to every task result. The plan stage registers the gpucluster.tiers.cluster_plan
-#: action's result as ``gpucluster_plan`` (playbooks/tasks/plan.yml), so the registered plan carries them;
-#: no plan section has these names (the action refuses a plan that would).
-RESULT_KEYS: frozenset[str] = frozenset({"changed", "failed"})
+#: The key of the registered result that holds the plan's sha256 (:func:`plan_sha256`), computed by the
+#: gpucluster.tiers.cluster_plan action where the plan is plain data (a filter over the registered plan
+#: would walk it again through ansible-core's lazy containers).
+SHA256_KEY = "plan_sha256"
+
+#: Keys of the registered result that are not plan sections: those ansible-core adds to every task result
+#: (``changed``, ``failed``) and the action's :data:`SHA256_KEY`. The plan stage registers the
+#: gpucluster.tiers.cluster_plan action's result as ``gpucluster_plan`` (playbooks/tasks/plan.yml), so the
+#: registered plan carries them; no plan section has these names (the action refuses a plan that would).
+RESULT_KEYS: frozenset[str] = frozenset({"changed", "failed", SHA256_KEY})
 
 
 def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -233,6 +239,7 @@ __all__ = [
     "KEEP_ON",
     "NARROWED",
     "RESULT_KEYS",
+    "SHA256_KEY",
     "SHARED",
     "canonical_json",
     "host_view",

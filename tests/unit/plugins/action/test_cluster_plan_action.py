@@ -16,6 +16,7 @@ from conftest import cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.action.cluster_plan import RESERVED, ActionModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (
     RESULT_KEYS,
+    SHA256_KEY,
     host_view,
     plan_data,
     plan_sha256,
@@ -40,8 +41,10 @@ def test_the_action_returns_the_engines_plan(monkeypatch: pytest.MonkeyPatch) ->
     site, groups = load_inventory("tier2")
     result = _action(monkeypatch, {"site": copy.deepcopy(site), "groups": groups}).run(task_vars={})
     got = _registered(result)
-    assert plan_sha256(got) == plan_sha256(cluster_plan(site, groups))
-    assert not RESERVED & set(got), "a plan section named like a task result key"
+    digest = plan_sha256(cluster_plan(site, groups))
+    assert plan_sha256(plan_data(got)) == digest
+    assert got[SHA256_KEY] == digest  # the action's sha256 is the plan's (plan.yml records it)
+    assert not RESERVED & set(plan_data(got)), "a plan section named like a task result key"
     assert result["_ansible_no_log"] is True  # quiet by default: the plan stays out of the output and events
 
 
@@ -55,10 +58,12 @@ def test_the_action_loads_a_plan_file(monkeypatch: pytest.MonkeyPatch, tmp_path:
     plan = cluster_plan(*load_inventory("tier1"))
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     got = _action(monkeypatch, {"site": {}, "groups": {}, "file": "plan.json"}, tmp_path).run(task_vars={})
-    assert plan_sha256(_registered(got)) == plan_sha256(plan)
+    assert plan_sha256(plan_data(_registered(got))) == plan_sha256(plan) == got[SHA256_KEY]
 
 
-@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"schema": 1, "changed": true}'])
+@pytest.mark.parametrize(
+    "text", ["[1, 2]", "{not json", '{"schema": 1, "changed": true}', '{"schema": 1, "plan_sha256": "x"}']
+)
 def test_a_bad_plan_file_stops_the_task_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> None:
     (tmp_path / "bad.json").write_text(text)
     with pytest.raises(AnsibleActionFail, match=r"bad\.json"):
@@ -76,8 +81,8 @@ def test_a_bad_inventory_names_the_field_the_value_and_what_is_allowed(monkeypat
 
 def test_the_keys_ansible_adds_to_the_registered_plan_are_not_the_plans() -> None:
     plan = cluster_plan(*load_inventory("tier2"))
-    registered = {**plan, "changed": False, "failed": False}
-    assert set(RESULT_KEYS) == {"changed", "failed"}
+    registered = {**plan, "changed": False, "failed": False, SHA256_KEY: plan_sha256(plan)}
+    assert set(RESULT_KEYS) == {"changed", "failed", SHA256_KEY}
     assert plan_data(registered) == plan
     assert plan_sha256(plan_data(registered)) == plan_sha256(plan)
     view = host_view(registered, "compute01")
