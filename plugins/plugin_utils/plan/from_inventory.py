@@ -14,6 +14,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.origin import origin
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import role_files, site_variables
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 
 
 def plan_inputs(
@@ -23,7 +24,7 @@ def plan_inputs(
     return site_variables(site_vars), groups, role_files()
 
 
-def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> dict[str, Any]:
+def cluster_plan(site_vars: Mapping[str, Any], groups: Mapping[str, Any]) -> Plan:
     """The whole plan from the gpucluster_* variables, the inventory groups and the roles' file lists.
 
     A run's switches and results (``site.RUN_PREFIXES``) are not site data and are left out. Raises the
