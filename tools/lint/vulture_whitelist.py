@@ -43,10 +43,3 @@ _.DASHBOARDS  # tests/unit/plugins/plugin_utils/monitoring/test_dashboards.py
 _.C2C_GBS_PER_DIRECTION  # tests/unit/plugins/plugin_utils/storage/test_checkpoint.py
 _.mdadm_conf_lines  # tests/unit/plugins/plugin_utils/storage/test_storage_plan.py
 _.IB_LAT_MSG_BYTES  # validation/gates.py: playbooks/validate.yml's ib_write_lat message size
-
-# used nowhere: to be removed by the package that owns them (each line goes with its name)
-_.NODE_STATES  # compute/healing.py
-_.CHECK_RESULTS  # compute/healing.py
-_.check_raw_variables  # inventory/trust.py
-_.PROVISIONING_DIR  # monitoring/dashboards.py
-_.TOOLS  # validation/acceptance.py

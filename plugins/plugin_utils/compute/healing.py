@@ -72,9 +72,6 @@ HISTORY = "/var/log/gpucluster/node-history.jsonl"
 METRICS_FILE = "/var/lib/prometheus/node-exporter/gpucluster_heal.prom"
 QOS = "gpucluster-check"
 CHECK_USER = "root"
-#: the states gpucluster_heal_node_state carries
-NODE_STATES = ("remediating", "validating", "replace")
-CHECK_RESULTS = ("pass", "fail")
 
 #: How often each idle node runs the active checks, per tier: 12 h (soperator, docs/sources.md [HL1])
 TIER_INTERVAL_S: dict[str, int] = {"tier1": 43200, "tier2": 43200, "tier3": 43200, "tier4": 43200}

@@ -20,7 +20,7 @@ Pure Python, no I/O: the caller passes each value's origin (the file Ansible rea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import PurePath
 from typing import IO, Any
 
@@ -174,16 +174,6 @@ def check_lab_origin(value_origin: str | None, collection_root: PurePath, *, fro
         "and molecule add as an inventory source): its container settings (memlock limit, MPI over TCP, nested "
         "containers, no checkpoint drain mount) would weaken a real cluster; remove it from this inventory",
     )
-
-
-def check_raw_variables(
-    host_vars: Mapping[str, Mapping[str, Any]], is_site_name: Callable[[str], bool] = lambda n: True
-) -> None:
-    """:func:`check_value` for every host's variables that ``is_site_name`` selects (gpucluster_* names)."""
-    for host in sorted(host_vars):
-        for name in sorted(host_vars[host]):
-            if is_site_name(name):
-                check_value(name, host_vars[host][name])
 
 
 #: YAML's tag of text: a plain (unquoted) host name YAML resolves to any other tag is no name.

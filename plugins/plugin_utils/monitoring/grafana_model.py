@@ -16,7 +16,6 @@ DATASOURCE_NAME = "gpucluster Prometheus"
 #: where the provider reads the dashboards' JSON; the Debian/RPM package runs Grafana as user grafana,
 #: which reads these world-readable files (roles/head/vars/files.yml writes them 0644)
 DASHBOARD_DIR = "/var/lib/grafana/dashboards/gpucluster"
-PROVISIONING_DIR = "/etc/grafana/provisioning"
 #: Grafana's secrets on the head (root:grafana 0750 folder, 0640 files; the head role writes them,
 #: never the plan): the admin password (generated once, or the inventory's vault variable
 #: head_grafana_admin_password) and Grafana's own password for Prometheus (prometheus.auth_plan).

@@ -56,15 +56,6 @@ IB_LAT_BASE_PORT = IB_BASE_PORT + 100
 #: an HCA's InfiniBand port: the cabling plugs port 1 of each planned HCA (fabric/ibsim.py's net file too)
 HCA_PORT = 1
 FIO_SUBDIR = ".gpucluster-validate"
-TOOLS = {
-    "all_reduce_intra_node": "all_reduce_perf",
-    "all_reduce_inter_node": "all_reduce_perf",
-    "ib_write_bw": "ib_write_bw",
-    "fio": "fio",
-    "dcgm_diag": "dcgmi",
-    "ib_write_lat": "ib_write_lat",
-    "port_errors": "perfquery",
-}
 DRAIN_REASON_MAX = 200
 
 
