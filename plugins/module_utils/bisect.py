@@ -31,6 +31,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
+
 #: verdict kinds
 FOUND = "found"  # one node (and rail, cable) named
 MULTIPLE = "multiple"  # more than one suspect: two halves (or two nodes of the pair) below the floor
@@ -59,9 +61,10 @@ class Port:
 
 
 def topology(cabling: dict[str, Any] | None) -> dict[str, list[Port]]:
-    """Each node's planned host cables, by rail (from ``cabling["links"]`` of kind ``host``)."""
+    """Each node's planned host cables, by rail (the links of kind ``host`` of the cabling's design,
+    module_utils/fabric_links.py)."""
     out: dict[str, list[Port]] = {}
-    for link in (cabling or {}).get("links", []):
+    for link in fabric_links.links(cabling or {}):
         if link.get("kind") != "host":
             continue
         a, b = link["a"], link["b"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
 from ansible_collections.gpucluster.tiers.plugins.module_utils.ibfabric import (
     SPEED_ORDER,
     all_links,
@@ -61,7 +62,7 @@ def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) 
     cabling = cabling_of(cabling)
     top = SPEED_ORDER.index(max_speed)
     switch_ports: dict[str, int] = {s["name"]: int(s.get("ports") or 0) for s in cabling.get("switches", [])}
-    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in cabling.get("hcas", [])}
+    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in fabric_links.hcas(cabling)}
     ports: dict[str, dict[int, tuple[str, int, str]]] = {}
     for link in all_links(cabling):  # the subnet manager's ports too (sm_links)
         spec = planned_link(cabling, link)
@@ -114,7 +115,7 @@ def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
     """Node, switch and port counts of the net file (ibsim needs -N/-S/-P above its defaults)."""
     cabling = cabling_of(cabling)
     switches = len(cabling.get("switches", []))
-    hcas = len(cabling.get("hcas", [])) + len(cabling.get("sm_hcas") or [])
+    hcas = fabric_links.hca_count(cabling) + len(cabling.get("sm_hcas") or [])
     ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
     return {"nodes": switches + hcas, "switches": switches, "ports": ports}
 

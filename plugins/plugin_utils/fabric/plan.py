@@ -42,6 +42,7 @@ def fabric_plan(site: Site) -> dict[str, Any]:
         rail_hcas=[n.name for n in nics],
         link_rate_gbps=rate,
         link_width=nics[0].width if nics else "4x",
+        links=False,  # the design: fabric.links generates the cables where a reader needs them
     )
     ib = None
     if ftype == "infiniband":

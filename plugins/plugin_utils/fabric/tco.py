@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
@@ -222,11 +223,11 @@ def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
     for s in plan_cabling["switches"]:
         switches[s["kind"]] = switches.get(s["kind"], 0) + 1
     links: dict[str, int] = {}
-    for link in plan_cabling["links"]:
+    for link in fabric_links.links(plan_cabling):
         links[link["kind"]] = links.get(link["kind"], 0) + 1
     radix = max((int(s.get("ports") or 0) for s in plan_cabling["switches"]), default=0)
     return Counts(
-        nics=len(plan_cabling["hcas"]),
+        nics=fabric_links.hca_count(plan_cabling),
         leaves=switches.get("leaf", 0) + switches.get("switch", 0),
         spines=switches.get("spine", 0),
         host_links=links.get("host", 0),

@@ -61,6 +61,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
@@ -525,7 +526,7 @@ def _up_rule(r: _Rules, name: str, job: str, severity: str, labels: dict[str, st
 
 
 def _fabric_rules(r: _Rules, fab: dict[str, Any], port: dict[str, str]) -> None:
-    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    hcas = sorted({h["hca"] for h in fabric_links.hcas(fab.get("cabling") or {})})
     sel = {"role": "compute"}
     selector = _selector(sel)[:-1] + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
     where = "{host} {device} port {port}"

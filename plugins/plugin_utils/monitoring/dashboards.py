@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.healing import METRICS as HEALING_METRICS
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import (
@@ -282,7 +283,7 @@ def _fabric_panels(plan: dict[str, Any], counters: set[str]) -> list[Panel]:
             *panels,
             Panel("InfiniBand", text=f"This site has no InfiniBand/RoCE fabric (fabric type {fab['type']}): no ports."),
         ]
-    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    hcas = sorted({h["hca"] for h in fabric_links.hcas(fab.get("cabling") or {})})
     # the HCAs the plan cables, on compute nodes: the InfiniBand alerts' selector (alerts.py)
     ib = "{" + HOST + ',role="compute"' + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
     port = "{{host}} {{device}} port {{port}}"

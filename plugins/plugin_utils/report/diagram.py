@@ -19,6 +19,8 @@ import html
 import math
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
+
 #: One colour per rail (cycled beyond eight rails); readable on white, distinct in print.
 RAIL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 GPU_COLOUR = "#4e79a7"
@@ -113,7 +115,7 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
     for su in cab.get("scalable_units") or []:
         su_hosts[su["name"]] = list(su["hosts"])
         su_of.update(dict.fromkeys(su["hosts"], su["name"]))
-    fabric_hosts = list(dict.fromkeys(x["host"] for x in cab.get("hcas") or []))
+    fabric_hosts = list(dict.fromkeys(x["host"] for x in fabric_links.hcas(cab)))
     collapse_hosts = len(fabric_hosts) > max_hosts
     collapse_switches = len(switches) > max_switches
     spines = [s for s in switches if s["kind"] == "spine"]
@@ -165,14 +167,14 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
         out += _rank([(su, host_attrs + _dot_label(su, _hostlist(h), f"{len(h)} hosts")) for su, h in su_hosts.items()])
     else:
         hcas: dict[str, int] = {}
-        for x in cab.get("hcas") or []:
+        for x in fabric_links.hcas(cab):
             hcas[x["host"]] = hcas.get(x["host"], 0) + 1
         out += _rank([(h, host_attrs + _dot_label(h, f"{hcas[h]} HCAs")) for h in fabric_hosts])
 
     # edges: the cables between the same two boxes are one edge with their count
     host_edges: dict[tuple[str, str], list[dict[str, Any]]] = {}
     up_edges: dict[tuple[str, str], int] = {}
-    for link in cab.get("links") or []:
+    for link in fabric_links.links(cab):
         a, b = link["a"]["node"], link["b"]["node"]
         if link["kind"] == "host":
             host = su_of.get(a, a) if collapse_hosts else a

@@ -23,6 +23,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health im
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.interconnect import intra_node_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import ZERO_NAMES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.ups import ups_rows, ups_warnings
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco import tco_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import INTRO as HA_INTRO
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.ha import ha_rows
@@ -334,7 +335,7 @@ def _fabric_section(plan: dict[str, Any]) -> dict[str, Any] | None:
             len(fab["cabling"]["switches"]),
             ", ".join(s["name"] for s in fab["cabling"]["switches"][:12]),
         ],
-        ["links", len(fab["cabling"]["links"]), "host and uplink cables"],
+        ["links", fabric_links.link_count(fab["cabling"]), "host and uplink cables"],
     ]
     rows += _fabric_sizing_rows(fab["cabling"].get("sizing") or {})
     ib = fab.get("infiniband")
