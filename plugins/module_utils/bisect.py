@@ -65,11 +65,12 @@ def topology(cabling: dict[str, Any] | None) -> dict[str, list[Port]]:
     module_utils/fabric_links.py)."""
     out: dict[str, list[Port]] = {}
     for link in fabric_links.links(cabling or {}):
-        if link.get("kind") != "host":
+        rail = link["rail"]
+        if link.get("kind") != "host" or rail is None:  # a host link is on a rail
             continue
         a, b = link["a"], link["b"]
         out.setdefault(a["node"], []).append(
-            Port(a["node"], int(link["rail"]), a["hca"], int(a.get("port", 1)), b["node"], int(b["port"]))
+            Port(a["node"], int(rail), a["hca"], int(a.get("port", 1)), b["node"], int(b["port"]))
         )
     for ports in out.values():
         ports.sort(key=lambda p: (p.rail, p.hca))

@@ -16,11 +16,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-#: An end of a link (``node``, ``port``, and ``hca`` for a host's port) and a link (``a``, ``b``, ``rail``,
-#: ``kind``: host, uplink, core or subnet_manager), as the fabric check and ibsim read them.
-Link = dict[str, Any]
+
+class _SwitchPort(TypedDict):
+    node: str
+    port: int
+
+
+class LinkEnd(_SwitchPort, total=False):
+    """One end of a cable: a switch port, or a host's HCA port (``hca``)."""
+
+    hca: str
+
+
+class Link(TypedDict):
+    """A cable: ``kind`` host, uplink, core or subnet_manager; ``rail`` None for a shared spine's core links."""
+
+    a: LinkEnd
+    b: LinkEnd
+    rail: int | None
+    kind: str
+
+
+class Hca(TypedDict):
+    """A compute host's rail HCA."""
+
+    host: str
+    hca: str
+    rail: int
 
 
 def switch_name(prefix: str, index: int, total: int) -> str:
@@ -33,7 +57,7 @@ def uplinks_needed(hosts: int, oversubscription: float) -> int:
     return max(1, math.ceil(hosts / oversubscription - 1e-9))
 
 
-def hcas(cabling: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def hcas(cabling: Mapping[str, Any]) -> Iterator[Hca]:
     """Each compute host's rail HCAs (``host``, ``hca``, ``rail``), in SU then host then rail order (a cabling
     that lists its ``hcas``, hand-written or of an older plan, is read as it is)."""
     if "hcas" in cabling:

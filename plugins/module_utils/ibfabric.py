@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, hostlist
@@ -81,12 +81,12 @@ def rate_value(value: Any, width: str | int = "4x") -> float:
     return link_rate_gbps(m.group(1) or width, m.group(2))
 
 
-def cabling_of(expected: dict[str, Any]) -> dict[str, Any]:
+def cabling_of(expected: Mapping[str, Any]) -> Mapping[str, Any]:
     """The cabling dict, given either it or the plan's fabric dict that holds it."""
     return expected.get("cabling", expected)
 
 
-def planned_link(cabling: dict[str, Any], link: dict[str, Any] | None = None) -> dict[str, Any]:
+def planned_link(cabling: Mapping[str, Any], link: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Width, speed and rate of a link: the cabling's, or the link's own ``width``, ``speed``
     or ``rate_gbps``. A narrower link keeps the lane speed (a 4x NDR port trained to 1x
     runs 1x NDR, 100 Gb/s)."""
@@ -111,11 +111,11 @@ def hca_desc(host: str, hca: str) -> str:
     return f"{host} {hca}"
 
 
-def node_id(end: dict[str, Any]) -> str:
+def node_id(end: Mapping[str, Any]) -> str:
     return hca_desc(end["node"], end["hca"]) if end.get("hca") else end["node"]
 
 
-def all_links(cabling: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def all_links(cabling: Mapping[str, Any]) -> Iterator[fabric_links.Link]:
     """The cabling's links (generated from its design: fabric_links.links) and its subnet manager's
     (``sm_links``: the SM host's ports, one per subnet)."""
     cabling = cabling_of(cabling)
@@ -123,7 +123,7 @@ def all_links(cabling: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from cabling.get("sm_links") or []
 
 
-def subnets(cabling: dict[str, Any], host: str | None = None) -> list[dict[str, Any]]:
+def subnets(cabling: Mapping[str, Any], host: str | None = None) -> list[dict[str, Any]]:
     """The planned subnets (connected parts of the fabric), each with an HCA to discover from.
 
     A rail-optimized fabric without spines is one subnet per rail; a fat tree with shared
@@ -250,7 +250,7 @@ def _end_text(node: str, port: int) -> str:
 
 
 def compare(
-    expected: dict[str, Any],
+    expected: Mapping[str, Any],
     discovered: list[dict[str, Any]],
     *,
     expected_rate: Any = None,
@@ -284,7 +284,7 @@ def compare(
 
     # The plan: where each HCA port goes, and the switch-to-switch links.
     planned_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
-    planned_up: dict[frozenset, dict[str, Any]] = {}
+    planned_up: dict[frozenset[tuple[str, int]], dict[str, Any]] = {}
     for link in all_links(cabling):
         a, b = link["a"], link["b"]
         if a.get("hca") and not b.get("hca"):
@@ -297,7 +297,7 @@ def compare(
         planned_hca.setdefault((h["host"], h["hca"], 1), {"rail": h["rail"], "leaf": None, "port": None})
 
     # What was discovered: each link once, whichever end (or subnet) reported it.
-    links: dict[frozenset, dict[str, Any]] = {}
+    links: dict[frozenset[tuple[str, str, int]], dict[str, Any]] = {}
     found_switches: set[str] = set()
     for p in discovered:
         for end in (p, p.get("remote")):
@@ -306,20 +306,20 @@ def compare(
         r = p.get("remote")
         if not r or ignored(p["desc"]) or ignored(r["desc"]):
             continue
-        ends = frozenset({(p["type"], p["desc"], p["port"]), (r["type"], r["desc"], r["port"])})
-        links.setdefault(ends, {"width": p["width"], "speed": p["speed"], "rate_gbps": p["rate_gbps"]})
+        pair = frozenset({(p["type"], p["desc"], p["port"]), (r["type"], r["desc"], r["port"])})
+        links.setdefault(pair, {"width": p["width"], "speed": p["speed"], "rate_gbps": p["rate_gbps"]})
 
     found_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
     extra_hcas: list[dict[str, Any]] = []
-    found_up: dict[frozenset, dict[str, Any]] = {}
+    found_up: dict[frozenset[tuple[str, int]], dict[str, Any]] = {}
     slow: list[dict[str, Any]] = []
-    for ends, spec in sorted(links.items(), key=lambda kv: sorted(kv[0])):
-        (t1, d1, p1), (t2, d2, p2) = sorted(ends, key=lambda e: (e[0] != "CA", e[1], e[2]))
+    for pair, spec in sorted(links.items(), key=lambda kv: sorted(kv[0])):
+        (t1, d1, p1), (t2, d2, p2) = sorted(pair, key=lambda e: (e[0] != "CA", e[1], e[2]))
         if t1 == "CA" and t2 == "SW":
             split = _split_desc(d1, hosts)
-            key = (split[0], split[1], p1) if split else None
-            if key in planned_hca:
-                found_hca[key] = {"leaf": d2, "port": p2}
+            found = (split[0], split[1], p1) if split else None
+            if found is not None and found in planned_hca:
+                found_hca[found] = {"leaf": d2, "port": p2}
             else:
                 extra_hcas.append({"node": d1, "node_port": p1, "actual": {"leaf": d2, "port": p2}})
             a_end, b_end = (d1, p1), (d2, p2)
@@ -436,10 +436,10 @@ def compare(
 
 
 def _compare_topology(
-    cabling: dict[str, Any],
+    cabling: Mapping[str, Any],
     planned: dict[str, dict[str, list[str]]],
     found_hca: dict[tuple[str, str, int], dict[str, Any]],
-    found_up: dict[frozenset, dict[str, Any]],
+    found_up: dict[frozenset[tuple[str, int]], dict[str, Any]],
 ) -> dict[str, Any]:
     """Slurm topology.conf as planned vs as discovered, switch by switch.
 

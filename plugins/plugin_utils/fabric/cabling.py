@@ -81,7 +81,7 @@ def expected_cabling(
     ``expected_cabling`` filter answers; the plan keeps the design alone (``links=False``).
     """
     check_choice(topology, f"{field}.topology", TOPOLOGIES)
-    radix = check_range(switch_radix, f"{field}.switch_radix", 4, 1024, integer=True)
+    radix = int(check_range(switch_radix, f"{field}.switch_radix", 4, 1024, integer=True))
     out: Cabling = {
         "topology": topology,
         "link_rate_gbps": link_rate_gbps,
@@ -97,12 +97,19 @@ def expected_cabling(
 
 
 def expand(cabling: Cabling) -> Cabling:
-    """The design with its generated ``hcas`` and ``links`` (before its ``sizing``, the old plans' order)."""
-    out: Cabling = {**cabling}  # type: ignore[typeddict-item]  # reordered below: sizing last
-    sized = out.pop("sizing")
-    out["hcas"] = list(fabric_links.hcas(cabling))  # type: ignore[arg-type]  # the generator's plain dicts
-    out["links"] = list(fabric_links.links(cabling))  # type: ignore[arg-type]
-    out["sizing"] = sized
+    """The design with its generated ``hcas`` and ``links`` (before its ``sizing``, the former plans' order)."""
+    out: Cabling = {
+        "topology": cabling["topology"],
+        "link_rate_gbps": cabling["link_rate_gbps"],
+        "link_width": cabling["link_width"],
+        "rail_hcas": cabling["rail_hcas"],
+        "spine_scope": cabling["spine_scope"],
+        "scalable_units": cabling["scalable_units"],
+        "switches": cabling["switches"],
+        "hcas": list(fabric_links.hcas(cabling)),
+        "links": list(fabric_links.links(cabling)),
+        "sizing": cabling["sizing"],
+    }
     return out
 
 
@@ -142,8 +149,8 @@ def _design(
     over = check_range(oversubscription, f"{field}.oversubscription", 1, 16)
     per_su = hosts_per_leaf(radix, over)
     # a leaf reaches every spine of its group: at most its radix - h_max uplink ports of them
-    minimum = check_range(min_spines, f"{field}.min_spines", 1, radix - per_su, integer=True)
-    fixed = check_range(spines, f"{field}.spines", 0, radix - per_su, integer=True) or None
+    minimum = int(check_range(min_spines, f"{field}.min_spines", 1, radix - per_su, integer=True))
+    fixed = int(check_range(spines, f"{field}.spines", 0, radix - per_su, integer=True)) or None
     _leaves(out, hosts, radix, per_su)
     _fat_tree(out, _Tree(radix, rails, over, minimum, fixed, scope, per_su, field))
 
@@ -306,12 +313,15 @@ def _spines(out: Cabling, tree: _Tree, pods: list[list[int]], spines: int, cores
                 for t in range(cores)
             ]  # fmt: skip
         for q in range(len(pods)):
-            pod = {"pod": _name("pod", q + 1, len(pods))} if three else {}
-            out["switches"] += [
-                {"name": _name("spine", (g * len(pods) + q) * spines + s + 1, spine_total), "kind": "spine",
-                 "rail": rail, "su": None, **pod, "ports": radix}  # type: ignore[typeddict-item]  # pod: three tiers
-                for s in range(spines)
-            ]  # fmt: skip
+            for s in range(spines):
+                name = _name("spine", (g * len(pods) + q) * spines + s + 1, spine_total)
+                if three:  # the pod before the ports: the former plans' key order
+                    pod_name = _name("pod", q + 1, len(pods))
+                    out["switches"].append(
+                        {"name": name, "kind": "spine", "rail": rail, "su": None, "pod": pod_name, "ports": radix}
+                    )
+                else:
+                    out["switches"].append({"name": name, "kind": "spine", "rail": rail, "su": None, "ports": radix})
 
 
 __all__ = [

@@ -6,6 +6,9 @@ host as well)."""
 from __future__ import annotations
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.fabric_links import (
+    Hca,
+    Link,
+    LinkEnd,
     hca_count,
     hcas,
     link_count,
@@ -14,4 +17,4 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.fabric_links impo
     uplinks_needed,
 )
 
-__all__ = ["hca_count", "hcas", "link_count", "links", "switch_name", "uplinks_needed"]
+__all__ = ["Hca", "Link", "LinkEnd", "hca_count", "hcas", "link_count", "links", "switch_name", "uplinks_needed"]

@@ -7,33 +7,10 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils.fabric_links import Hca, Link
+
 #: Free JSON (a site's own overrides, a cost breakdown's figures).
 JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
-
-
-class LinkEnd(TypedDict):
-    """One end of a cable: a switch port, or a host's HCA port (``hca``)."""
-
-    node: str
-    port: int
-    hca: NotRequired[str]
-
-
-class Link(TypedDict):
-    """A cable: ``kind`` host, uplink, core or subnet_manager; ``rail`` None for a shared spine's core links."""
-
-    a: LinkEnd
-    b: LinkEnd
-    rail: int | None
-    kind: str
-
-
-class Hca(TypedDict):
-    """A compute host's rail HCA."""
-
-    host: str
-    hca: str
-    rail: int
 
 
 class SmHca(Hca):

@@ -172,7 +172,7 @@ def fabric_dot(plan: dict[str, Any], *, max_hosts: int = 64, max_switches: int =
         out += _rank([(h, host_attrs + _dot_label(h, f"{hcas[h]} HCAs")) for h in fabric_hosts])
 
     # edges: the cables between the same two boxes are one edge with their count
-    host_edges: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    host_edges: dict[tuple[str, str], list[fabric_links.Link]] = {}
     up_edges: dict[tuple[str, str], int] = {}
     for link in fabric_links.links(cab):
         a, b = link["a"]["node"], link["b"]["node"]
