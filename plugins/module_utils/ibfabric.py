@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, hostlist
@@ -282,7 +282,54 @@ def compare(
     switches = {s["name"]: s for s in cabling.get("switches", [])}
     hosts = {h["host"] for h in fabric_links.hcas(cabling)}
 
-    # The plan: where each HCA port goes, and the switch-to-switch links.
+    planned_hca, planned_up = _planned(cabling)
+    links, found_switches = _discovered(discovered, ignored)
+    found_hca, extra_hcas, found_up, slow = _classify(links, planned_hca, hosts, want_width, want_rate)
+    missing_hcas, wrong_leaf, wrong_port = _hca_differences(planned_hca, found_hca, switches, ignored)
+    missing_up = [v for k, v in planned_up.items() if k not in found_up and not (ignored(v["a"]) or ignored(v["b"]))]
+    extra_up = [v for k, v in sorted(found_up.items(), key=lambda kv: sorted(kv[0])) if k not in planned_up]
+    missing_switches = sorted(n for n in switches if n not in found_switches and not ignored(n))
+    extra_switches = sorted(found_switches - set(switches))
+    topology_diff = _compare_topology(cabling, planned_topology(topology or []), found_hca, found_up)
+
+    mismatches = [f"switch {n}: planned, not discovered" for n in missing_switches]
+    mismatches += [f"switch {n}: discovered, not in the plan" for n in extra_switches]
+    mismatches += _mismatch_lines(missing_hcas, extra_hcas, wrong_leaf, wrong_port, missing_up, extra_up, slow)
+    for e in topology_diff["mismatches"]:
+        parts = [f"{k} {hostlist.compress(e[k])}" for k in ("missing", "extra") if e[k]]
+        mismatches.append(f"topology.conf SwitchName={e['switch']}: {'; '.join(parts)} (discovered vs planned)")
+    return {
+        "ok": not mismatches,
+        "expected_width": want_width,
+        "expected_rate_gbps": want_rate,
+        "counts": {
+            "planned_hcas": len(planned_hca),
+            "discovered_hcas": len(found_hca) + len(extra_hcas),
+            "planned_uplinks": len(planned_up),
+            "discovered_uplinks": len(found_up),
+            "planned_switches": len(switches),
+            "discovered_switches": len(found_switches),
+        },
+        "missing_switches": missing_switches,
+        "extra_switches": extra_switches,
+        "missing_hcas": missing_hcas,
+        "extra_hcas": extra_hcas,
+        "wrong_leaf": wrong_leaf,
+        "wrong_port": wrong_port,
+        "missing_uplinks": missing_up,
+        "extra_uplinks": extra_up,
+        "slow_links": slow,
+        "topology": topology_diff,
+        "mismatches": mismatches,
+    }
+
+
+HcaKey = tuple[str, str, int]
+UpKey = frozenset[tuple[str, int]]
+
+
+def _planned(cabling: Mapping[str, Any]) -> tuple[dict[HcaKey, dict[str, Any]], dict[UpKey, dict[str, Any]]]:
+    """The plan: where each HCA port goes (host, hca, port), and the switch-to-switch links (their two ends)."""
     planned_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
     planned_up: dict[frozenset[tuple[str, int]], dict[str, Any]] = {}
     for link in all_links(cabling):
@@ -296,7 +343,13 @@ def compare(
     for h in fabric_links.hcas(cabling):
         planned_hca.setdefault((h["host"], h["hca"], 1), {"rail": h["rail"], "leaf": None, "port": None})
 
-    # What was discovered: each link once, whichever end (or subnet) reported it.
+    return planned_hca, planned_up
+
+
+def _discovered(
+    discovered: list[dict[str, Any]], ignored: Callable[[str], bool]
+) -> tuple[dict[frozenset[tuple[str, str, int]], dict[str, Any]], set[str]]:
+    """What was discovered: each link once, whichever end (or subnet) reported it, and the switches seen."""
     links: dict[frozenset[tuple[str, str, int]], dict[str, Any]] = {}
     found_switches: set[str] = set()
     for p in discovered:
@@ -309,6 +362,18 @@ def compare(
         pair = frozenset({(p["type"], p["desc"], p["port"]), (r["type"], r["desc"], r["port"])})
         links.setdefault(pair, {"width": p["width"], "speed": p["speed"], "rate_gbps": p["rate_gbps"]})
 
+    return links, found_switches
+
+
+def _classify(
+    links: dict[frozenset[tuple[str, str, int]], dict[str, Any]],
+    planned_hca: dict[HcaKey, dict[str, Any]],
+    hosts: set[str],
+    want_width: str,
+    want_rate: float,
+) -> tuple[dict[HcaKey, dict[str, Any]], list[dict[str, Any]], dict[UpKey, dict[str, Any]], list[dict[str, Any]]]:
+    """The discovered links as planned HCA ports found, HCAs not in the plan, switch-to-switch links and
+    links below the planned width or rate."""
     found_hca: dict[tuple[str, str, int], dict[str, Any]] = {}
     extra_hcas: list[dict[str, Any]] = []
     found_up: dict[frozenset[tuple[str, int]], dict[str, Any]] = {}
@@ -350,6 +415,16 @@ def compare(
                 }
             )
 
+    return found_hca, extra_hcas, found_up, slow
+
+
+def _hca_differences(
+    planned_hca: dict[HcaKey, dict[str, Any]],
+    found_hca: dict[HcaKey, dict[str, Any]],
+    switches: Mapping[str, Mapping[str, Any]],
+    ignored: Callable[[str], bool],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The planned HCA ports not discovered, on another leaf, or on another port of their leaf."""
     missing_hcas: list[dict[str, Any]] = []
     wrong_leaf: list[dict[str, Any]] = []
     wrong_port: list[dict[str, Any]] = []
@@ -366,14 +441,20 @@ def compare(
             wrong_leaf.append({**entry, "actual": got, "actual_leaf_rail": actual_rail})
         elif got["port"] != plan["port"]:
             wrong_port.append({**entry, "actual": got})
-    missing_up = [v for k, v in planned_up.items() if k not in found_up and not (ignored(v["a"]) or ignored(v["b"]))]
-    extra_up = [v for k, v in sorted(found_up.items(), key=lambda kv: sorted(kv[0])) if k not in planned_up]
-    missing_switches = sorted(n for n in switches if n not in found_switches and not ignored(n))
-    extra_switches = sorted(found_switches - set(switches))
-    topology_diff = _compare_topology(cabling, planned_topology(topology or []), found_hca, found_up)
+    return missing_hcas, wrong_leaf, wrong_port
 
-    mismatches = [f"switch {n}: planned, not discovered" for n in missing_switches]
-    mismatches += [f"switch {n}: discovered, not in the plan" for n in extra_switches]
+
+def _mismatch_lines(
+    missing_hcas: list[dict[str, Any]],
+    extra_hcas: list[dict[str, Any]],
+    wrong_leaf: list[dict[str, Any]],
+    wrong_port: list[dict[str, Any]],
+    missing_up: list[dict[str, Any]],
+    extra_up: list[dict[str, Any]],
+    slow: list[dict[str, Any]],
+) -> list[str]:
+    """One line per difference of the HCAs, the uplinks and the links' width or rate."""
+    mismatches: list[str] = []
     for e in missing_hcas:
         where = (
             f", planned on {_end_text(e['expected']['leaf'], e['expected']['port'])}" if e["expected"]["leaf"] else ""
@@ -406,33 +487,7 @@ def compare(
             f"link {_end_text(e['a'], e['a_port'])} - {_end_text(e['b'], e['b_port'])}: {e['width']} {e['speed']}"
             f" ({e['rate_gbps']:g} Gb/s), planned {e['expected_width']} at {e['expected_rate_gbps']:g} Gb/s"
         )
-    for e in topology_diff["mismatches"]:
-        parts = [f"{k} {hostlist.compress(e[k])}" for k in ("missing", "extra") if e[k]]
-        mismatches.append(f"topology.conf SwitchName={e['switch']}: {'; '.join(parts)} (discovered vs planned)")
-    return {
-        "ok": not mismatches,
-        "expected_width": want_width,
-        "expected_rate_gbps": want_rate,
-        "counts": {
-            "planned_hcas": len(planned_hca),
-            "discovered_hcas": len(found_hca) + len(extra_hcas),
-            "planned_uplinks": len(planned_up),
-            "discovered_uplinks": len(found_up),
-            "planned_switches": len(switches),
-            "discovered_switches": len(found_switches),
-        },
-        "missing_switches": missing_switches,
-        "extra_switches": extra_switches,
-        "missing_hcas": missing_hcas,
-        "extra_hcas": extra_hcas,
-        "wrong_leaf": wrong_leaf,
-        "wrong_port": wrong_port,
-        "missing_uplinks": missing_up,
-        "extra_uplinks": extra_up,
-        "slow_links": slow,
-        "topology": topology_diff,
-        "mismatches": mismatches,
-    }
+    return mismatches
 
 
 def _compare_topology(
