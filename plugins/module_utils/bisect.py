@@ -174,7 +174,7 @@ def new_state(
     if topo:
         missing = [n for n in unique if n not in topo]
         if missing:
-            raise BisectError(f"nodes not in the cabling plan (fabric.cabling.links): {', '.join(missing)}")
+            raise BisectError(f"nodes not in the cabling plan (fabric.cabling.scalable_units): {', '.join(missing)}")
     refs = [r for r in sorted(dict.fromkeys(reference or []), key=_natural) if r not in unique]
     if len(unique) == 2 and not refs:
         raise BisectError(
