@@ -24,9 +24,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, hostlist
+
+if TYPE_CHECKING:  # annotations only: the targets may run a Python without subscriptable builtins
+    HcaKey = tuple[str, str, int]
+    UpKey = frozenset[tuple[str, int]]
 
 # Data rate of one lane in Gb/s, by the speed names ibnetdiscover prints (IBTA: 4x HDR is
 # 200 Gb/s, 4x NDR 400 Gb/s, 4x XDR 800 Gb/s).
@@ -322,10 +326,6 @@ def compare(
         "topology": topology_diff,
         "mismatches": mismatches,
     }
-
-
-HcaKey = tuple[str, str, int]
-UpKey = frozenset[tuple[str, int]]
 
 
 def _planned(cabling: Mapping[str, Any]) -> tuple[dict[HcaKey, dict[str, Any]], dict[UpKey, dict[str, Any]]]:
