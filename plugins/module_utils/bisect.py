@@ -31,6 +31,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
+
 #: verdict kinds
 FOUND = "found"  # one node (and rail, cable) named
 MULTIPLE = "multiple"  # more than one suspect: two halves (or two nodes of the pair) below the floor
@@ -59,14 +61,16 @@ class Port:
 
 
 def topology(cabling: dict[str, Any] | None) -> dict[str, list[Port]]:
-    """Each node's planned host cables, by rail (from ``cabling["links"]`` of kind ``host``)."""
+    """Each node's planned host cables, by rail (the links of kind ``host`` of the cabling's design,
+    module_utils/fabric_links.py)."""
     out: dict[str, list[Port]] = {}
-    for link in (cabling or {}).get("links", []):
-        if link.get("kind") != "host":
+    for link in fabric_links.links(cabling or {}):
+        rail = link["rail"]
+        if link.get("kind") != "host" or rail is None:  # a host link is on a rail
             continue
         a, b = link["a"], link["b"]
         out.setdefault(a["node"], []).append(
-            Port(a["node"], int(link["rail"]), a["hca"], int(a.get("port", 1)), b["node"], int(b["port"]))
+            Port(a["node"], int(rail), a["hca"], int(a.get("port", 1)), b["node"], int(b["port"]))
         )
     for ports in out.values():
         ports.sort(key=lambda p: (p.rail, p.hca))
@@ -170,7 +174,7 @@ def new_state(
     if topo:
         missing = [n for n in unique if n not in topo]
         if missing:
-            raise BisectError(f"nodes not in the cabling plan (fabric.cabling.links): {', '.join(missing)}")
+            raise BisectError(f"nodes not in the cabling plan (fabric.cabling.scalable_units): {', '.join(missing)}")
     refs = [r for r in sorted(dict.fromkeys(reference or []), key=_natural) if r not in unique]
     if len(unique) == 2 and not refs:
         raise BisectError(

@@ -30,7 +30,9 @@ options:
     elements: str
     required: true
   cabling:
-    description: The plan's cabling (C(plan.fabric.cabling)); only its C(links) of kind C(host) are read.
+    description: >-
+      The plan's cabling (C(plan.fabric.cabling), the fabric's design); only its links of kind C(host),
+      generated from it, are read.
     type: dict
     required: true
   floor:

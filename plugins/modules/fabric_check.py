@@ -166,7 +166,7 @@ from typing import Any  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric  # noqa: E402
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, ibfabric  # noqa: E402
 
 
 def _discover(module: AnsibleModule, binary: str, rail: dict[str, Any], timeout: int, workdir: str) -> dict[str, Any]:
@@ -225,7 +225,7 @@ def run_module() -> None:
     p = module.params
     expected = p["expected"]
     cabling = expected.get("cabling", expected)
-    if not cabling.get("links"):
+    if not fabric_links.link_count(cabling):
         module.exit_json(changed=False, ok=True, mismatches=[], report={}, discoveries=[], skipped="no switched fabric")
     discoveries: list[dict[str, Any]] = []
     outputs: list[str] = []

@@ -220,9 +220,22 @@ def fabric(tier: str, *, sm_ports: bool = True) -> dict[str, Any]:
     return out
 
 
+def listed(cabling: dict[str, Any]) -> dict[str, Any]:
+    """The cabling (a plan's design) with its generated ``hcas`` and ``links`` lists, in place: what a test
+    edits to simulate other cables (a cabling that lists its links is read as it is)."""
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links
+
+    if "links" not in cabling:
+        cabling["hcas"] = list(links.hcas(cabling))
+        cabling["links"] = list(links.links(cabling))
+    return cabling
+
+
 def host_link(cabling: dict[str, Any], host: str, rail: int) -> dict[str, Any]:
     """The host link of ``host`` on ``rail`` in a cabling."""
-    return next(x for x in cabling["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail)
+    return next(
+        x for x in listed(cabling)["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail
+    )
 
 
 def lustre_plan() -> dict[str, Any]:

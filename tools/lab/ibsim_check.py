@@ -44,11 +44,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
-    from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, ibfabric
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import ibsim
 except ImportError:  # run from the repository without PYTHONPATH=collections
     sys.path.insert(0, str(ROOT / "collections"))
-    from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links, ibfabric
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import ibsim
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
@@ -171,7 +171,7 @@ def run_check(
     """
     t0 = time.monotonic()
     cabling = fabric.get("cabling", fabric)
-    if not cabling.get("links"):
+    if not fabric_links.link_count(cabling):
         return {"ok": True, "skipped": "no switched fabric in the plan", "timings": {}}
     lab = ibsim.lab_link(cabling)
     scratch = tempfile.TemporaryDirectory(prefix="ibsim-check-") if workdir is None else None
@@ -332,7 +332,7 @@ def run_sm_check(
             }
             entry["found"] = sorted(d for d, _n in cas)
             result["subnets"].append(entry)
-        hcas = [*cabling.get("hcas", []), *(cabling.get("sm_hcas") or [])]
+        hcas = [*fabric_links.hcas(cabling), *(cabling.get("sm_hcas") or [])]
         planned = [ibfabric.hca_desc(h["host"], h["hca"]) for h in hcas]
         seen = {d for e in result["subnets"] for d in e.pop("found")}
         result["missing"] = [d for d in planned if d not in seen]

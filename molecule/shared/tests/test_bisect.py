@@ -54,8 +54,17 @@ fi
 """
 
 
+def _links(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's cables, generated from its fabric design (module_utils/fabric_links.py)."""
+    if str(ROOT / "collections") not in sys.path:
+        sys.path.insert(0, str(ROOT / "collections"))
+    from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
+
+    return list(fabric_links.links(plan["fabric"].get("cabling", {})))
+
+
 def _enabled(plan: dict[str, Any]) -> bool:
-    links = plan["fabric"].get("cabling", {}).get("links", [])
+    links = _links(plan)
     return plan["cluster"]["scheduler"] == "slurm" and len(hosts_with(plan, "compute")) >= 8 and bool(links)
 
 
@@ -87,9 +96,7 @@ def bisected(hosts: dict[str, Any], plan: dict[str, Any], lab: Path) -> dict[str
         pytest.skip("bisection among 8 needs eight Slurm compute nodes with a cabling plan (tier4)")
     nodes = hosts_with(plan, "compute")
     slow_hca = next(
-        x["a"]["hca"]
-        for x in plan["fabric"]["cabling"]["links"]
-        if x["kind"] == "host" and x["a"]["node"] == SLOW and x["rail"] == SLOW_RAIL
+        x["a"]["hca"] for x in _links(plan) if x["kind"] == "host" and x["a"]["node"] == SLOW and x["rail"] == SLOW_RAIL
     )
     files = {
         "slow.txt": (DATA / "all_reduce_h100_2x8_multisize.txt").read_text(),
@@ -117,11 +124,7 @@ def test_bisection_names_the_slow_node_and_its_cable_in_three_rounds(
     bisected: dict[str, Any], plan: dict[str, Any]
 ) -> None:
     result = bisected["report"]["result"]
-    link = next(
-        x
-        for x in plan["fabric"]["cabling"]["links"]
-        if x["kind"] == "host" and x["a"]["node"] == SLOW and x["rail"] == SLOW_RAIL
-    )
+    link = next(x for x in _links(plan) if x["kind"] == "host" and x["a"]["node"] == SLOW and x["rail"] == SLOW_RAIL)
     cable = f"{SLOW} {link['a']['hca']} port {link['a']['port']} <-> {link['b']['node']} port {link['b']['port']}"
     assert result["kind"] == "found" and result["node"] == SLOW and result["rail"] == SLOW_RAIL, result
     assert result["cable"] == cable and result["rounds"] <= 3, result

@@ -52,6 +52,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model imp
     HealthScheduler,
     HealthSection,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_range, require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm.settings import HEALTH_CHECK_INTERVAL_S
@@ -155,7 +156,7 @@ def _ports(fabric: FabricSection, hosts: list[str]) -> dict[str, list[str]]:
     ports: dict[str, list[str]] = {h: [] for h in hosts}
     if fabric["type"] not in RDMA_FABRICS:
         return ports
-    for link in fabric["cabling"].get("links", []):
+    for link in fabric_links.links(fabric["cabling"]):
         end = link["a"]
         if link.get("kind") == "host" and end.get("node") in ports:
             ports[end["node"]].append(f"{end['hca']}/{end['port']}")

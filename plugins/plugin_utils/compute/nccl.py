@@ -388,7 +388,7 @@ def nccl_plan(site: Site, fab: FabricSection, link: IntraNode) -> NcclSection:
         socket_ifname=mgmt_if,
         nodes=len(site.compute_hosts),
         roce=fab["roce"],
-        ib_service_level=(fab["infiniband"] or {}).get("service_level"),
+        ib_service_level=fab["infiniband"]["service_level"] if fab["infiniband"] else None,
         topo_file=topo_file,
     )
     if fab["roce"]:

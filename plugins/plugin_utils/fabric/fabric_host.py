@@ -32,6 +32,18 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import nccl
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import (
+    Cabling,
+    FabricHostSection,
+    FabricRail,
+    FabricSection,
+    InfinibandSection,
+    Link,
+    OpensmSection,
+    RoceSection,
+    SmHca,
+    SmPort,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import (
     PlanError,
@@ -96,7 +108,7 @@ def infiniband_settings(
     topology: str,
     subnets: int,
     field: str = "gpucluster_fabric",
-) -> dict[str, Any]:
+) -> InfinibandSection:
     """Checked InfiniBand settings: SL, partition key, subnet manager and its opensm options.
 
     ``subnets``: how many subnets the plan's cabling forms (each needs its own SM port).
@@ -107,8 +119,8 @@ def infiniband_settings(
     sm = check_choice(subnet_manager, f"{field}.subnet_manager", SUBNET_MANAGERS)
     sl = ib.get("service_level")
     if sl is not None:
-        sl = check_range(sl, f"{p}.service_level", 0, 15, integer=True)
-    priority = check_range(ib.get("sm_priority", SM_PRIORITY), f"{p}.sm_priority", 0, 15, integer=True)
+        sl = int(check_range(sl, f"{p}.service_level", 0, 15, integer=True))
+    priority = int(check_range(ib.get("sm_priority", SM_PRIORITY), f"{p}.sm_priority", 0, 15, integer=True))
     routing = check_choice(
         ib.get("routing_engine", DEFAULT_ROUTING.get(topology, "minhop")), f"{p}.routing_engine", ROUTING_ENGINES
     )
@@ -144,13 +156,13 @@ def infiniband_settings(
         "pkey": _pkey(ib.get("pkey"), f"{p}.pkey"),
         "sm_priority": priority,
         "routing_engine": routing,
-        "sm_port_guids": list(guids) if guids is not None else None,
-        "sm_hcas": list(hcas) if sm == "head" else [],
+        "sm_port_guids": list(guids) if isinstance(guids, list) else None,  # checked above: a list or None
+        "sm_hcas": list(hcas) if sm == "head" and isinstance(hcas, list) else [],  # checked above for the head
         "sm_where": SM_WHERE[sm],
     }
 
 
-def sm_cabling(cabling: dict[str, Any], *, host: str, hcas: list[str], field: str) -> dict[str, Any]:
+def sm_cabling(cabling: Cabling, *, host: str, hcas: list[str], field: str) -> Cabling:
     """The cabling with the subnet manager's ports: HCA i of ``host`` on subnet i's first free host port.
 
     A subnet's switches in plan order (leaves before spines); a host port is one not used by a
@@ -167,10 +179,11 @@ def sm_cabling(cabling: dict[str, Any], *, host: str, hcas: list[str], field: st
             if not end.get("hca"):
                 used.setdefault(end["node"], set()).add(int(end["port"]))
     switches = {s["name"]: s for s in cabling.get("switches", [])}
-    out = {**cabling, "sm_hcas": [], "sm_links": []}
+    sm_hcas: list[SmHca] = []
+    sm_links: list[Link] = []
     for net, hca in zip(nets, hcas, strict=True):  # infiniband_settings: one HCA per subnet
         rail = net["rails"][0]
-        place = None
+        place: tuple[str, int] | None = None
         for name in sorted(net["switches"], key=lambda n: switches[n]["kind"] == "spine"):
             sw = switches[name]
             top = int(sw["ports"]) // 2 if fat_tree and sw["kind"] == "leaf" else int(sw["ports"])
@@ -178,31 +191,32 @@ def sm_cabling(cabling: dict[str, Any], *, host: str, hcas: list[str], field: st
             if free:
                 place = (name, free[0])
                 break
-        require(
-            place is not None,
-            f"{field}.infiniband.sm_hcas",
-            hca,
-            f"a free host port in subnet {net['name']} for {host}'s {hca} (its switches {', '.join(net['switches'])}"
-            f" are full: a larger {field}.switch_radix, or {field}.subnet_manager: switch or external)",
-        )
-        name, port = place  # type: ignore[misc]
+        if place is None:
+            raise PlanError(
+                f"{field}.infiniband.sm_hcas",
+                hca,
+                f"a free host port in subnet {net['name']} for {host}'s {hca} (its switches"
+                f" {', '.join(net['switches'])} are full: a larger {field}.switch_radix, or {field}.subnet_manager:"
+                " switch or external)",
+            )
+        name, port = place
         used.setdefault(name, set()).add(port)
-        out["sm_hcas"].append({"host": host, "hca": hca, "rail": rail, "subnet": net["name"]})
-        out["sm_links"].append(
+        sm_hcas.append({"host": host, "hca": hca, "rail": rail, "subnet": net["name"]})
+        sm_links.append(
             {"a": {"node": host, "hca": hca, "port": 1}, "b": {"node": name, "port": port}, "rail": rail,
              "kind": "subnet_manager"}
         )  # fmt: skip
-    return out
+    return {**cabling, "sm_hcas": sm_hcas, "sm_links": sm_links}
 
 
-def roce_settings(roce: dict[str, Any] | None, field: str = "gpucluster_fabric.roce") -> dict[str, Any]:
+def roce_settings(roce: dict[str, Any] | None, field: str = "gpucluster_fabric.roce") -> RoceSection:
     """Checked RoCEv2 lossless settings, with the ToS (= NCCL_IB_TC) and the PFC vector.
 
     Unknown keys (``gid_index``) pass through for NCCL.
     """
     require(roce is None or isinstance(roce, dict), field, roce, "a mapping {dscp, priority, cnp_dscp, ...}")
     roce = dict(roce or {})
-    dscp = check_range(roce.get("dscp", ROCE_DSCP), f"{field}.dscp", 0, 63, integer=True)
+    dscp = int(check_range(roce.get("dscp", ROCE_DSCP), f"{field}.dscp", 0, 63, integer=True))
     ecn = roce.get("ecn", True)
     require(isinstance(ecn, bool), f"{field}.ecn", ecn, "true or false")
     pfc = roce.get("pfc", True)
@@ -237,30 +251,30 @@ def roce_settings(roce: dict[str, Any] | None, field: str = "gpucluster_fabric.r
             "roce_mode": "RoCE v2",
         }
     )
-    return roce
+    return roce  # type: ignore[return-value]  # RoceSection's keys, the site's own (gid_index) kept beside them
 
 
-def partition_lines(ib: dict[str, Any]) -> list[str]:
+def partition_lines(ib: InfinibandSection) -> list[str]:
     """partitions.conf: every port a full member of the default partition, with IPoIB, at the plan's SL."""
     sl = ib["service_level"] or 0
     return [f"Default={ib['pkey']}, ipoib, sl={sl}, defmember=full : ALL=full, SELF=full ;"]
 
 
 def host_plan(
-    fab: dict[str, Any],
+    fab: FabricSection,
     *,
     head: str,
     compute_hosts: list[str],
     compute_nics: list[dict[str, Any]],
-) -> dict[str, Any]:
+) -> FabricHostSection:
     """What the fabric role does where: IB and RoCE hosts, rails, node descriptions, opensm.
 
     ``fab``: the plan's fabric dict; ``compute_nics``: the compute NICs in rail order
     ({name, netdev, rail}).
     """
     ftype = fab["type"]
-    rails = [{"rail": n["rail"], "hca": n["name"], "netdev": n["netdev"]} for n in compute_nics]
-    out: dict[str, Any] = {
+    rails: list[FabricRail] = [{"rail": n["rail"], "hca": n["name"], "netdev": n["netdev"]} for n in compute_nics]
+    out: FabricHostSection = {
         "infiniband_hosts": [],
         "roce_hosts": [],
         "rails": rails if ftype in RDMA_FABRICS else [],
@@ -273,6 +287,8 @@ def host_plan(
     if ftype != "infiniband":
         return out
     ib = fab["infiniband"]
+    if ib is None:  # pragma: no cover - fabric_plan sets it for every InfiniBand fabric
+        raise PlanError("gpucluster_fabric.infiniband", None, "the checked InfiniBand settings")
     hosts = list(compute_hosts)
     out["node_descriptions"] = {
         h: [{"hca": r["hca"], "desc": ibfabric.hca_desc(h, r["hca"])} for r in rails] for h in compute_hosts
@@ -281,7 +297,7 @@ def host_plan(
         nets = ibfabric.subnets(fab["cabling"])
         subnets = [s["name"] for s in nets]
         sm_links = fab["cabling"].get("sm_links") or []
-        ports = [
+        ports: list[SmPort] = [
             {
                 "subnet": net["name"],
                 "hca": link["a"]["hca"],
@@ -292,7 +308,7 @@ def host_plan(
             for net, link in zip(nets, sm_links, strict=True)
         ]
         out["node_descriptions"][head] = [{"hca": p["hca"], "desc": p["desc"]} for p in ports]
-        out["opensm"] = {
+        opensm: OpensmSection = {
             "host": head,
             "sm_priority": ib["sm_priority"],
             "routing_engine": ib["routing_engine"],
@@ -307,6 +323,7 @@ def host_plan(
             # the head's SM ports, one per subnet, cabled in the plan (sm_cabling)
             "sm_ports": ports,
         }
+        out["opensm"] = opensm
         if head not in hosts:
             hosts.insert(0, head)
     out["infiniband_hosts"] = hosts

@@ -11,8 +11,10 @@ module_utils/ibfabric.py, as the ``fabric_check`` module does on a real node.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
 from ansible_collections.gpucluster.tiers.plugins.module_utils.ibfabric import (
     SPEED_ORDER,
     all_links,
@@ -33,7 +35,7 @@ IBSIM_CA = "ibsim0"
 PERFQUERY = "perfquery"
 
 
-def lab_link(cabling: dict[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[str, Any]:
+def lab_link(cabling: Mapping[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[str, Any]:
     """The planned link and the one the simulator can carry (NDR is capped to HDR)."""
     planned = planned_link(cabling_of(cabling))
     speed = planned["speed"]
@@ -49,7 +51,7 @@ def lab_link(cabling: dict[str, Any], max_speed: str = IBSIM_MAX_SPEED) -> dict[
     }
 
 
-def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) -> str:
+def ibsim_netfile(cabling: Mapping[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) -> str:
     """An ibsim net file of the cabling: every switch and HCA, every link on both ends.
 
     Node ids are the node descriptions (``leaf04``, ``"compute02 mlx5_3"``), so SIM_HOST
@@ -61,7 +63,7 @@ def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) 
     cabling = cabling_of(cabling)
     top = SPEED_ORDER.index(max_speed)
     switch_ports: dict[str, int] = {s["name"]: int(s.get("ports") or 0) for s in cabling.get("switches", [])}
-    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in cabling.get("hcas", [])}
+    hca_ports: dict[str, int] = {hca_desc(h["host"], h["hca"]): 1 for h in fabric_links.hcas(cabling)}
     ports: dict[str, dict[int, tuple[str, int, str]]] = {}
     for link in all_links(cabling):  # the subnet manager's ports too (sm_links)
         spec = planned_link(cabling, link)
@@ -110,11 +112,11 @@ def ibsim_netfile(cabling: dict[str, Any], *, max_speed: str = IBSIM_MAX_SPEED) 
     return "\n".join(lines)
 
 
-def ibsim_limits(cabling: dict[str, Any]) -> dict[str, int]:
+def ibsim_limits(cabling: Mapping[str, Any]) -> dict[str, int]:
     """Node, switch and port counts of the net file (ibsim needs -N/-S/-P above its defaults)."""
     cabling = cabling_of(cabling)
     switches = len(cabling.get("switches", []))
-    hcas = len(cabling.get("hcas", [])) + len(cabling.get("sm_hcas") or [])
+    hcas = fabric_links.hca_count(cabling) + len(cabling.get("sm_hcas") or [])
     ports = sum(int(s.get("ports") or 0) + 1 for s in cabling.get("switches", [])) + hcas
     return {"nodes": switches + hcas, "switches": switches, "ports": ports}
 

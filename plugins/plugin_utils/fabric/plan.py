@@ -4,11 +4,12 @@ the rules that tie the fabric to the compute nodes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import FabricSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 
-def fabric_plan(site: Site) -> dict[str, Any]:
+def fabric_plan(site: Site) -> FabricSection:
     """The fabric: its type and topology, link rate, rails, subnet manager, RoCE settings and expected cabling."""
     f = site.fabric_model
     p = "gpucluster_fabric"
@@ -42,6 +43,7 @@ def fabric_plan(site: Site) -> dict[str, Any]:
         rail_hcas=[n.name for n in nics],
         link_rate_gbps=rate,
         link_width=nics[0].width if nics else "4x",
+        links=False,  # the design: fabric.links generates the cables where a reader needs them
     )
     ib = None
     if ftype == "infiniband":

@@ -32,11 +32,17 @@ fabric (tier1: one node, NVLink only) there is nothing to price: the answer says
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpucluster.tiers.plugins.module_utils import fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import Cabling, FabricSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco_text import LINE_NAMES, tco_rows, tco_text
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, check_range, require
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
 
 FIELD = "gpucluster_costs"
 FABRICS = RDMA_FABRICS
@@ -124,7 +130,6 @@ CAVEAT = (
     "List-price estimates (the reference article's 64-GPU table spread over the tier4 plan's parts, "
     "NVIDIA datasheet watts), not quotes: set gpucluster_costs from your own quotes."
 )
-LINE_NAMES = ("nics", "switches", "optics", "support", "staff", "power")
 
 
 @dataclass(frozen=True)
@@ -165,11 +170,12 @@ def _number(value: Any, field: str, low: float, high: float | None = None, *, in
     return check_range(value, field, low, high, integer=integer)
 
 
-def parts(kind: str, overrides: dict[str, Any] | None = None) -> FabricParts:
-    """One fabric kind's parts: PART_DEFAULTS[kind] overridden by ``gpucluster_costs.<kind>``."""
+def parts(kind: str, overrides: object = None) -> FabricParts:
+    """One fabric kind's parts: PART_DEFAULTS[kind] overridden by ``gpucluster_costs.<kind>`` (as written)."""
     field = f"{FIELD}.{kind}"
     given = overrides or {}
-    require(isinstance(given, dict), field, given, "a mapping of part prices and watts")
+    if not isinstance(given, dict):
+        raise PlanError(field, given, "a mapping of part prices and watts")
     unknown = sorted(set(given) - set(PART_DEFAULTS[kind]))
     require(
         not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "one of " + ", ".join(PART_DEFAULTS[kind])
@@ -181,10 +187,11 @@ def parts(kind: str, overrides: dict[str, Any] | None = None) -> FabricParts:
     return FabricParts(**values)
 
 
-def site_costs(costs: dict[str, Any] | None) -> dict[str, float]:
-    """The site-wide inputs (SITE_DEFAULTS overridden by ``gpucluster_costs``), checked."""
+def site_costs(costs: object) -> dict[str, float]:
+    """The site-wide inputs (SITE_DEFAULTS overridden by ``gpucluster_costs``, as written), checked."""
     given = costs or {}
-    require(isinstance(given, dict), FIELD, given, "a mapping (docs/inventory.md, gpucluster_costs)")
+    if not isinstance(given, dict):
+        raise PlanError(FIELD, given, "a mapping (docs/inventory.md, gpucluster_costs)")
     allowed = set(SITE_DEFAULTS) | set(FABRICS)
     unknown = sorted(set(given) - allowed)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "one of " + ", ".join(sorted(allowed)))
@@ -203,7 +210,7 @@ def site_costs(costs: dict[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
+def fabric_counts(plan_cabling: Cabling) -> Counts:
     """NICs, leaves, spines, cores and links of a fabric plan (cabling.expected_cabling's answer): its
     ``sizing`` when it has one (the design's counts), else counted from its lists."""
     sz = plan_cabling.get("sizing") or {}
@@ -222,11 +229,11 @@ def fabric_counts(plan_cabling: dict[str, Any]) -> Counts:
     for s in plan_cabling["switches"]:
         switches[s["kind"]] = switches.get(s["kind"], 0) + 1
     links: dict[str, int] = {}
-    for link in plan_cabling["links"]:
+    for link in fabric_links.links(plan_cabling):
         links[link["kind"]] = links.get(link["kind"], 0) + 1
     radix = max((int(s.get("ports") or 0) for s in plan_cabling["switches"]), default=0)
     return Counts(
-        nics=len(plan_cabling["hcas"]),
+        nics=fabric_links.hca_count(plan_cabling),
         leaves=switches.get("leaf", 0) + switches.get("switch", 0),
         spines=switches.get("spine", 0),
         host_links=links.get("host", 0),
@@ -298,7 +305,7 @@ def _counts(
     link_rate_gbps: float,
     oversubscription: float,
     min_spines: int,
-    plan_cabling: dict[str, Any] | None,
+    plan_cabling: Cabling | None,
 ) -> Counts:
     """One fabric kind's counts: the plan's own fabric for the site's kind, else the same tree with the
     kind's default switch (catalog.yml ``switches``) at the link rate."""
@@ -340,7 +347,7 @@ def fabric_tco(
     link_rate_gbps: float = 400,
     oversubscription: float = 1,
     min_spines: int = 2,
-    plan_cabling: dict[str, Any] | None = None,
+    plan_cabling: Cabling | None = None,
 ) -> dict[str, Any]:
     """InfiniBand and RoCEv2 priced on the site's fat tree (each with its own switch radix), and RoCE's
     performance as GPU-hours. ``switch_radix`` and ``spines`` are the site's own fabric kind's
@@ -352,11 +359,12 @@ def fabric_tco(
     rails = int(_number(rails, "gpucluster_node.nics", 0, 1024, integer=True))
     gpus_per_node = int(_number(gpus_per_node, "gpucluster_node.gpus_per_node", 1, 1024, integer=True))
     nodes = len(compute_hosts)
+    gpus = nodes * gpus_per_node
     head = {
         "topology": topology,
         "nodes": nodes,
         "rails": rails,
-        "gpus": nodes * gpus_per_node,
+        "gpus": gpus,
         "years": site["years"],
         "caveat": CAVEAT,
         "sources": _sources(costs),
@@ -385,8 +393,8 @@ def fabric_tco(
     part = {"infiniband": ib_parts, "roce": roce_parts}
     fabrics = {kind: {**bill(counts[kind], part[kind], site), "counts": _counts_dict(counts[kind])} for kind in FABRICS}
     ratio = site["roce_performance_ratio"]
-    penalty = performance_penalty(head["gpus"], site, gpu_hour, ratio)
-    low, high = (performance_penalty(head["gpus"], site, gpu_hour, r) for r in ROCE_RATIO_RANGE)
+    penalty = performance_penalty(gpus, site, gpu_hour, ratio)
+    low, high = (performance_penalty(gpus, site, gpu_hour, r) for r in ROCE_RATIO_RANGE)
     delta = round(fabrics["infiniband"]["total_usd"] - fabrics["roce"]["total_usd"], 2)
     roce_effective = round(fabrics["roce"]["total_usd"] + penalty["lost_usd"], 2)
     return {
@@ -426,119 +434,26 @@ def fabric_tco_for(source: dict[str, Any], *, text: bool = False) -> dict[str, A
     return tco_text(result) if text else result
 
 
-def plan_fabric_tco(site: Any, fab: dict[str, Any]) -> dict[str, Any]:
+def plan_fabric_tco(site: Site, fab: FabricSection) -> dict[str, Any]:
     """plan["fabric_tco"] for a loaded Site and the plan's fabric section (assembly.py): the site's own
     fabric kind priced on the plan's cabling, the other kind on the same tree with its own switch."""
     f = site.fabric_model.tree  # the switch tree as written (switch_radix, spines, ...)
+    radix = f.get("switch_radix")  # checked by the cabling (fabric/plan.py) before this stage
+    costs = site.costs  # gpucluster_costs (FIELD), as written: fabric_tco checks its keys and values
+    require(costs is None or isinstance(costs, dict), FIELD, costs, "a mapping (ib, roce, years, ...)")
     return fabric_tco(
         topology=fab["topology"],
         compute_hosts=list(site.compute_hosts),
         rails=len(site.node.compute_nics),
         gpus_per_node=site.node.gpus_per_node,
-        switch_radix=f.get("switch_radix"),
-        costs=site.costs,  # gpucluster_costs (FIELD), as written: fabric_tco checks it
+        switch_radix=int(radix) if isinstance(radix, int | float) and not isinstance(radix, bool) else None,
+        costs=costs if isinstance(costs, dict) else None,
         gpu_hour_usd=site.workload_model.gpu_hour_cost_usd,
         fabric_type=fab["type"],
         link_rate_gbps=fab["link_rate_gbps"],  # the site model's (its default decided there)
-        plan_cabling=fab.get("cabling"),
+        plan_cabling=fab["cabling"],
         **cabling.tree_fields(f),
     )
 
 
-def _usd(value: float) -> str:
-    return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"
-
-
-def tco_rows(tco: dict[str, Any]) -> list[list[str]]:
-    """The comparison as rows [line, InfiniBand, RoCEv2, IB - RoCE, how] (report.py and `make tco`)."""
-    if not tco["applies"]:
-        return [["fabric", "none", "none", "$0", tco["reason"]]]
-    ib, roce = tco["fabrics"]["infiniband"], tco["fabrics"]["roce"]
-    c, inputs = tco["counts"], tco["inputs"]
-    years = f"{tco['years']:g} years"
-    how = {
-        "nics": f"{c['nics']} NICs ({tco['nodes']} nodes x {tco['rails']} rails)",
-        "switches": _per_kind(tco, _switches_text),
-        "optics": _per_kind(tco, _links_text),
-        "support": f"{inputs['support_fraction_per_year']:.0%}/year of the hardware x {years}",
-        "staff": f"staff cost per year x {years}",
-        "power": f"{_kw(ib['power_kw'])} / {_kw(roce['power_kw'])} kW x 8760 h x {years} "
-        f"at ${inputs['power_usd_per_kwh']:.2f}/kWh",
-    }
-    label = {"nics": "NICs", "switches": "switches", "optics": "optics and cabling", "support": "support",
-             "staff": "fabric staff", "power": "switch and optics power"}  # fmt: skip
-    rows = [
-        [label[k], _usd(ib["lines_usd"][k]), _usd(roce["lines_usd"][k]),
-         _usd(ib["lines_usd"][k] - roce["lines_usd"][k]), how[k]]
-        for k in LINE_NAMES
-    ]  # fmt: skip
-    rows.append(
-        ["fabric total", _usd(ib["total_usd"]), _usd(roce["total_usd"]), _usd(tco["delta_usd"]), f"over {years}"]
-    )
-    perf = tco["performance"]
-    rng = perf["range"]
-    rows.append(
-        [
-            "RoCE performance",
-            _usd(0),
-            _usd(perf["lost_usd"]),
-            _usd(-perf["lost_usd"]),
-            f"at {perf['roce_performance_ratio']:.0%} of InfiniBand: {perf['lost_gpu_hours']:,.0f} GPU-h not "
-            f"delivered x ${perf['gpu_hour_usd']:.2f}/GPU-h (at 85%: {_usd(rng['low_ratio']['lost_usd'])}, "
-            f"at 95%: {_usd(rng['high_ratio']['lost_usd'])})",
-        ]
-    )
-    rows.append(
-        [
-            "total with performance",
-            _usd(ib["total_usd"]),
-            _usd(tco["roce_with_performance_usd"]),
-            _usd(ib["total_usd"] - tco["roce_with_performance_usd"]),
-            f"cheaper: {'RoCEv2' if tco['cheaper_with_performance'] == 'roce' else 'InfiniBand'}",
-        ]
-    )
-    return rows
-
-
-def _switches_text(c: dict[str, Any]) -> str:
-    core = f" + {c['cores']} core" if c.get("cores") else ""
-    radix = f", {c['switch_radix']}-port" if c.get("switch_radix") else ""
-    plural = "" if c["switches"] == 1 else "es"
-    return f"{c['switches']} switch{plural} ({c['leaves']} leaf + {c['spines']} spine{core}{radix})"
-
-
-def _links_text(c: dict[str, Any]) -> str:
-    core = f" + {c['core_links']} core" if c.get("core_links") else ""
-    return f"{c['links']} links ({c['host_links']} host + {c['uplinks']} uplinks{core})"
-
-
-def _per_kind(tco: dict[str, Any], text: Any) -> str:
-    """One text when both fabric kinds have the same counts, else "IB: ...; RoCE: ..."."""
-    ib = tco["fabrics"]["infiniband"].get("counts") or tco["counts"]
-    roce = tco["fabrics"]["roce"].get("counts") or tco["counts"]
-    if text(ib) == text(roce):
-        return text(ib)
-    return f"IB: {text(ib)}; RoCE: {text(roce)}"
-
-
-def _kw(value: float) -> str:
-    return f"{value:,.1f}"
-
-
-def tco_text(tco: dict[str, Any]) -> str:
-    """The comparison as a plain-text table (what `make tco` prints)."""
-    header = ["", "InfiniBand", "RoCEv2", "IB - RoCE", "how"]
-    rows = [header, *tco_rows(tco)]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-
-    def line(r: list[str]) -> str:
-        cells = [r[0].ljust(widths[0]), *(r[i].rjust(widths[i]) for i in (1, 2, 3)), r[4]]
-        return "  ".join(cells).rstrip()
-
-    lines = [f"Fabric cost: {tco['reason']}", *(line(r) for r in rows)]
-    if tco["applies"]:
-        lines.append(tco["caveat"])
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["PlanError", "fabric_tco", "fabric_tco_for", "plan_fabric_tco", "tco_rows", "tco_text"]
+__all__ = ["LINE_NAMES", "fabric_tco", "fabric_tco_for", "plan_fabric_tco", "tco_rows", "tco_text"]

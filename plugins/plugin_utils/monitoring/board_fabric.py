@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.panels import (
     HOST,
@@ -46,7 +47,7 @@ def fabric_panels(plan: Mapping[str, Any], counters: set[str]) -> list[Panel]:
             *panels,
             Panel("InfiniBand", text=f"This site has no InfiniBand/RoCE fabric (fabric type {fab['type']}): no ports."),
         ]
-    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    hcas = sorted({h["hca"] for h in fabric_links.hcas(fab["cabling"])})
     # the HCAs the plan cables, on compute nodes: the InfiniBand alerts' selector (alerts.py)
     ib = "{" + HOST + ',role="compute"' + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
     port = "{{host}} {{device}} port {{port}}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import AlertCase, Labels
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rulebook import (
     IB_ACTIVE,
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 def fabric_rules(r: RuleBook, fab: FabricSection, port: Labels) -> None:
     """A planned port not ACTIVE, or below the planned link rate (``port``: the labels of the test series)."""
-    hcas = sorted({h["hca"] for h in (fab.get("cabling") or {}).get("hcas", [])})
+    hcas = sorted({h["hca"] for h in fabric_links.hcas(fab["cabling"])})
     sel = {"role": "compute"}
     match = selector(sel)[:-1] + (f',device=~"{"|".join(hcas)}"' if hcas else "") + "}"
     where = "{host} {device} port {port}"

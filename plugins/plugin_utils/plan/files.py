@@ -141,7 +141,7 @@ class RoleFile:
 
 def conditions(plan: PlanView) -> dict[str, bool]:
     """The named conditions an entry's ``if`` may use, decided by the plan."""
-    fabric_hosts = plan.get("fabric_host") or {}
+    fabric_hosts = plan.get("fabric_host")
     nfs = plan["storage"].get("nfs")
     nfs_impl = nfs.get("server_impl") if nfs else None
     beegfs = plan["storage"].get("beegfs")
@@ -149,8 +149,8 @@ def conditions(plan: PlanView) -> dict[str, bool]:
     containers = plan.get("containers")
     runtime = containers["runtime"] if containers else None
     return {
-        "opensm": bool(fabric_hosts.get("opensm")),
-        "roce": bool(fabric_hosts.get("roce_hosts")),
+        "opensm": bool(fabric_hosts and fabric_hosts["opensm"]),
+        "roce": bool(fabric_hosts and fabric_hosts["roce_hosts"]),
         "lab_chrony": bool(plan["time"]["no_clock_control"]),
         "lab": bool(plan["cluster"]["lab"]),  # the container lab (gpucluster_lab)
         "nccl": bool(plan["nccl"]["enabled"]),

@@ -35,8 +35,6 @@ SHARED: tuple[str, ...] = (
     "etc_hosts",
     "health.nodes",
     "fabric.slurm_topology",
-    "fabric.cabling.links",
-    "fabric.cabling.hcas",
     "fabric.cabling.switches",
     "fabric.cabling.scalable_units",
     "monitoring.targets",
@@ -57,8 +55,6 @@ KEEP_ON: dict[str, frozenset[str]] = {
     "fabric.slurm_topology": groups.SLURM_HOSTS,
     "health.nodes": frozenset({groups.COMPUTE}),  # /etc/gpucluster/healthcheck.json (compute role)
     # the head checks the discovered fabric against the whole cabling (fabric_check, run once)
-    "fabric.cabling.links": frozenset({groups.HEAD}),
-    "fabric.cabling.hcas": frozenset({groups.HEAD}),
     "fabric.cabling.switches": frozenset({groups.HEAD}),
     "fabric.cabling.scalable_units": frozenset({groups.HEAD}),
     "monitoring.targets": frozenset({groups.HEAD}),  # prometheus.yml (head role)

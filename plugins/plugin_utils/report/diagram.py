@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from collections.abc import Sequence
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.model import CoolingSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import Switch
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.rules_cooling import cooling_limit
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 
@@ -61,8 +63,8 @@ def _hostlist(hosts: list[str]) -> str:
     return f"{hosts[0]} .. {hosts[-1]}"
 
 
-def _rails_text(rails: list[int]) -> str:
-    rails = sorted(set(rails))
+def _rails_text(listed: Sequence[int | None]) -> str:
+    rails = sorted({r for r in listed if r is not None})
     if not rails:
         return ""
     if rails == list(range(rails[0], rails[-1] + 1)) and len(rails) > 2:
@@ -120,7 +122,7 @@ def fabric_dot(plan: Plan, *, max_hosts: int = 64, max_switches: int = 96) -> st
     for su in cab.get("scalable_units") or []:
         su_hosts[su["name"]] = list(su["hosts"])
         su_of.update(dict.fromkeys(su["hosts"], su["name"]))
-    fabric_hosts = list(dict.fromkeys(x["host"] for x in cab.get("hcas") or []))
+    fabric_hosts = list(dict.fromkeys(x["host"] for x in fabric_links.hcas(cab)))
     collapse_hosts = len(fabric_hosts) > max_hosts
     collapse_switches = len(switches) > max_switches
     spines = [s for s in switches if s["kind"] == "spine"]
@@ -133,7 +135,7 @@ def fabric_dot(plan: Plan, *, max_hosts: int = 64, max_switches: int = 96) -> st
         elif s["kind"] in ("spine", "core"):
             box[s["name"]] = f"{s['kind']}s"
         else:
-            box[s["name"]] = f"su{int(s['su']):02d} leaves" if s.get("su") else s["name"]
+            box[s["name"]] = f"su{su_index:02d} leaves" if (su_index := s.get("su")) else s["name"]
 
     # boxes, top to bottom: spines, leaves (or the single switch), compute hosts
     if collapse_switches:
@@ -144,13 +146,13 @@ def fabric_dot(plan: Plan, *, max_hosts: int = 64, max_switches: int = 96) -> st
         if spines:
             label = _dot_label("spines", f"{len(spines)} x {_num(min(s['ports'] for s in spines))} ports")
             out += _rank([("spines", f'fillcolor="#d9d9d9", label={label}')])
-        groups: dict[str, list[dict[str, Any]]] = {}
+        groups: dict[str, list[Switch]] = {}
         for s in switches:
             if s["kind"] not in ("spine", "core"):
                 groups.setdefault(box[s["name"]], []).append(s)
         rows = []
         for name, members in groups.items():
-            rails = [m["rail"] for m in members if isinstance(m.get("rail"), int)]
+            rails = [m["rail"] for m in members]
             label = _dot_label(name, f"{members[0]['name']} .. {members[-1]['name']}", _rails_text(rails))
             rows.append((name, f'fillcolor="#f2f2f2", label={label}'))
         out += _rank(rows)
@@ -172,14 +174,14 @@ def fabric_dot(plan: Plan, *, max_hosts: int = 64, max_switches: int = 96) -> st
         out += _rank([(su, host_attrs + _dot_label(su, _hostlist(h), f"{len(h)} hosts")) for su, h in su_hosts.items()])
     else:
         hcas: dict[str, int] = {}
-        for x in cab.get("hcas") or []:
+        for x in fabric_links.hcas(cab):
             hcas[x["host"]] = hcas.get(x["host"], 0) + 1
         out += _rank([(h, host_attrs + _dot_label(h, f"{hcas[h]} HCAs")) for h in fabric_hosts])
 
     # edges: the cables between the same two boxes are one edge with their count
-    host_edges: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    host_edges: dict[tuple[str, str], list[fabric_links.Link]] = {}
     up_edges: dict[tuple[str, str], int] = {}
-    for link in cab.get("links") or []:
+    for link in fabric_links.links(cab):
         a, b = link["a"]["node"], link["b"]["node"]
         if link["kind"] == "host":
             host = su_of.get(a, a) if collapse_hosts else a

@@ -14,8 +14,9 @@ the next steps.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import Sizing
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco import tco_rows
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import compute, operations, storage
@@ -38,7 +39,7 @@ def fabric_section(plan: Plan) -> Section | None:
             len(fab["cabling"]["switches"]),
             ", ".join(s["name"] for s in fab["cabling"]["switches"][:12]),
         ],
-        ["links", len(fab["cabling"]["links"]), "host and uplink cables"],
+        ["links", fabric_links.link_count(fab["cabling"]), "host and uplink cables"],
     ]
     rows += _fabric_sizing_rows(fab["cabling"].get("sizing") or {})
     ib = fab.get("infiniband")
@@ -54,7 +55,7 @@ def fabric_section(plan: Plan) -> Section | None:
     return Section("Fabric and NCCL", rows)
 
 
-def _fabric_sizing_rows(sz: dict[str, Any]) -> list[Row]:
+def _fabric_sizing_rows(sz: Sizing) -> list[Row]:
     """How the fat tree was sized (cabling.py, docs/fabric.md "Sizing"): tiers, oversubscription, spines."""
     if (sz.get("tiers") or 0) < 2:
         return []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_hosts
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates import (
@@ -115,7 +116,7 @@ def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
         return []
     seen: dict[str, None] = {}  # the hosts in cabling order, each once (a dict: linear at any size)
     hcas: dict[tuple[str, int], str] = {}
-    for h in fab["cabling"].get("hcas") or []:
+    for h in fabric_links.hcas(fab["cabling"]):
         seen.setdefault(h["host"])
         hcas[(h["host"], h["rail"])] = h["hca"]
     hosts = list(seen)
@@ -160,7 +161,7 @@ def port_counter_ports(plan: AcceptanceView | PlanView) -> list[CounterPort]:
     hosts = plan["hosts"]
     return [
         {"host": h["host"], "hca": h["hca"], "port": HCA_PORT, "rail": h["rail"]}
-        for h in (fab.get("cabling") or {}).get("hcas") or []
+        for h in fabric_links.hcas(fab["cabling"])
         if h["host"] in hosts and "compute" in hosts[h["host"]]["roles"]
     ]
 

@@ -6,10 +6,11 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import ROOT, fabric, host_link, parse_topology_conf
+from conftest import ROOT, fabric, host_link, listed, parse_topology_conf
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import cabling as fabric_mod
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.links import links
 
 DATA = ROOT / "tests" / "data" / "ibnetdiscover"
 
@@ -173,7 +174,7 @@ def test_topology_conf_of_two_units_as_discovered() -> None:
     assert report["topology"]["mismatches"] == [{"switch": "su02", "missing": [], "extra": ["gpu001"]}]
     assert len(report["mismatches"]) == 2
     # su02 cut off from the spines: the spines' switch of switches loses it
-    actual = copy.deepcopy(planned["cabling"])
+    actual = listed(copy.deepcopy(planned["cabling"]))
     su02 = set(planned["cabling"]["scalable_units"][1]["leaves"])
     actual["links"] = [x for x in actual["links"] if not (x["kind"] == "uplink" and x["a"]["node"] in su02)]
     report = ibfabric.compare(planned, synthetic_ports(actual), expected_rate="HDR")
@@ -212,11 +213,11 @@ def test_three_tier_topology_conf_as_discovered() -> None:
     assert planned["slurm_topology"][-1] == {"name": "core", "kind": "core", "switches": "pod[01-03]"}
     assert ibfabric.compare(planned, synthetic_ports(planned["cabling"]), expected_rate="HDR")["ok"]
     # pod02 cut off from the core switches: the core's switch of switches loses it, nothing else
-    actual = copy.deepcopy(planned["cabling"])
+    actual = listed(copy.deepcopy(planned["cabling"]))
     pod02 = {s["name"] for s in actual["switches"] if s.get("pod") == "pod02"}
     actual["links"] = [x for x in actual["links"] if not (x["kind"] == "core" and x["a"]["node"] in pod02)]
     report = ibfabric.compare(planned, synthetic_ports(actual), expected_rate="HDR")
-    cut = sum(1 for x in planned["cabling"]["links"] if x["kind"] == "core" and x["a"]["node"] in pod02)
+    cut = sum(1 for x in links(planned["cabling"]) if x["kind"] == "core" and x["a"]["node"] in pod02)
     assert len(report["missing_uplinks"]) == cut == 16  # 4 pod spines x 4 links up (the 4 leaves' links down)
     assert report["topology"]["mismatches"] == [{"switch": "core", "missing": ["pod02"], "extra": []}]
 

@@ -164,7 +164,7 @@ def test_a_node_outside_the_cabling_is_refused(
     plan: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = run_module(args(plan, tmp_path, nodes=["compute01", "head01", "compute02"]), capsys)
-    assert out["failed"] and "not in the cabling plan (fabric.cabling.links): head01" in out["msg"]
+    assert out["failed"] and "not in the cabling plan (fabric.cabling.scalable_units): head01" in out["msg"]
 
 
 def test_the_pair_output_is_read_per_rail() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HAVE_IBSIM, ROOT, lab_runner, load_inventory, needs_ibsim
+from conftest import HAVE_IBSIM, ROOT, lab_runner, listed, load_inventory, needs_ibsim
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 
@@ -60,7 +60,9 @@ def only(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def host_link(cabling: dict[str, Any], host: str, rail: int) -> dict[str, Any]:
-    return next(x for x in cabling["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail)
+    return next(
+        x for x in listed(cabling)["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail
+    )
 
 
 def move_cable(cabling: dict[str, Any], host: str, rail: int, leaf: str, port: int) -> dict[str, Any]:
@@ -70,7 +72,9 @@ def move_cable(cabling: dict[str, Any], host: str, rail: int, leaf: str, port: i
 
 def drop_uplink(cabling: dict[str, Any], leaf: str, spine: str) -> dict[str, Any]:
     link = next(
-        x for x in cabling["links"] if x["kind"] == "uplink" and (x["a"]["node"], x["b"]["node"]) == (leaf, spine)
+        x
+        for x in listed(cabling)["links"]
+        if x["kind"] == "uplink" and (x["a"]["node"], x["b"]["node"]) == (leaf, spine)
     )
     cabling["links"].remove(link)
     return link
@@ -175,7 +179,7 @@ def test_ibsim_three_tier_fat_tree_matches_its_plan() -> None:
     result = lab_runner().run_check(planned)
     assert result["report"]["ok"], result["report"]["mismatches"]
     assert_gone(result["ibsim_pid"])
-    actual = copy.deepcopy(plan)
+    actual = listed(copy.deepcopy(plan))
     gone = next(x for x in actual["links"] if x["kind"] == "core")
     actual["links"].remove(gone)
     result = lab_runner().run_check(planned, actual)

@@ -7,6 +7,7 @@ import copy
 from conftest import cluster_plan, fabric, host_link, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import ibsim
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.links import link_count
 
 
 def test_netfile_declares_every_link_on_both_ends_with_unique_lids() -> None:
@@ -14,7 +15,7 @@ def test_netfile_declares_every_link_on_both_ends_with_unique_lids() -> None:
     text = ibsim.ibsim_netfile(cabling)
     port_lines = [ln for ln in text.splitlines() if ln.startswith("[")]
     # 64 host links, 64 uplinks and the subnet manager's port (the head's mlx5_0 on a free leaf01 port)
-    assert len(port_lines) == 2 * (len(cabling["links"]) + len(cabling["sm_links"])) == 2 * (64 + 64 + 1)
+    assert len(port_lines) == 2 * (link_count(cabling) + len(cabling["sm_links"])) == 2 * (64 + 64 + 1)
     headers = [ln for ln in text.splitlines() if ln.startswith(("Switch", "Hca"))]
     assert len(headers) == 10 + 64 + 1
     assert headers[-1] == 'Hca 1 "head01 mlx5_0" # "head01 mlx5_0"'

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.filter.calculators import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import tco
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.links import links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
@@ -203,7 +204,7 @@ def test_each_tier_plan_has_the_section(tier: str) -> None:
     nodes = {"tier2": 2, "tier3": 4, "tier4": 8}[tier]
     assert t["nodes"] == nodes and t["counts"]["nics"] == nodes * 8
     assert t["counts"]["switches"] == len(plan["fabric"]["cabling"]["switches"])
-    assert t["counts"]["links"] == len(plan["fabric"]["cabling"]["links"])
+    assert t["counts"]["links"] == len(list(links(plan["fabric"]["cabling"])))
     assert t["fabrics"]["infiniband"]["total_usd"] > t["fabrics"]["roce"]["total_usd"]
     assert any(r[0] == "fabric total" for r in section["rows"])
 
@@ -231,7 +232,7 @@ def test_counts_follow_the_plan_and_each_kinds_switch_radix() -> None:
     )
     ib, roce = t["fabrics"]["infiniband"]["counts"], t["fabrics"]["roce"]["counts"]
     assert ib["switches"] == len(plan["fabric"]["cabling"]["switches"]) == 32 + 16
-    assert ib["links"] == len(plan["fabric"]["cabling"]["links"]) == 1024 + 1024
+    assert ib["links"] == len(list(links(plan["fabric"]["cabling"]))) == 1024 + 1024
     assert (ib["switch_radix"], roce["switch_radix"]) == (64, 128)
     assert (roce["leaves"], roce["spines"], roce["uplinks"]) == (16, 8, 1024)
     assert t["fabrics"]["roce"]["lines_usd"]["switches"] == pytest.approx(24 * 110000 / 10)

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.cooling import ASHRAE_SUPPLY_MAX_C
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS, GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import IB_ACTIVE
@@ -171,7 +172,7 @@ def check_nccl(text: str, plan: dict[str, Any], s: Site) -> None:
         assert value.startswith("=")
         listed = [item.split(":")[0] for item in value[1:].split(",")]
         assert listed == hcas
-        cabled = sorted({(h["rail"], h["hca"]) for h in plan["fabric"]["cabling"]["hcas"]})
+        cabled = sorted({(h["rail"], h["hca"]) for h in fabric_links.hcas(plan["fabric"]["cabling"])})
         assert [hca for _, hca in cabled] == hcas
         assert plan["fabric"]["rails"] == len(hcas)
     else:

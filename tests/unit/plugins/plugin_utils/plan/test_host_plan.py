@@ -105,7 +105,8 @@ def test_shared_tables_are_the_plans_own_objects(tier: str) -> None:
     # the head alone gets the monitoring targets and the whole cabling
     head = plan["cluster"]["head"]
     assert host_view(plan, head)["monitoring"]["targets"] is plan["monitoring"]["targets"]
-    assert host_view(plan, head)["fabric"]["cabling"]["links"] is plan["fabric"]["cabling"]["links"]
+    whole = plan["fabric"]["cabling"]["scalable_units"]
+    assert host_view(plan, head)["fabric"]["cabling"]["scalable_units"] is whole
 
 
 def test_the_view_leaves_the_plan_untouched() -> None:

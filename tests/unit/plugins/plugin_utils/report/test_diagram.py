@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from conftest import ROOT, load_inventory
+from conftest import ROOT, listed, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.filter.diagram import FilterModule
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import diagram
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html as report_html
@@ -85,12 +86,12 @@ def test_fabric_dot_edges_carry_every_cable(tier: str) -> None:
         count = re.search(r'label="x(\d+)', attrs)
         drawn += int(count.group(1)) if count else 1
         pairs.add((a, b))
-    assert drawn == len(cab["links"])
-    expected = {(x["b"]["node"], x["a"]["node"]) for x in cab["links"] if x["kind"] == "host"}
+    assert drawn == fabric_links.link_count(cab)
+    expected = {(x["b"]["node"], x["a"]["node"]) for x in fabric_links.links(cab) if x["kind"] == "host"}
     spines = {s["name"] for s in cab["switches"] if s["kind"] == "spine"}
     expected |= {
         (x["b"]["node"], x["a"]["node"]) if x["b"]["node"] in spines else (x["a"]["node"], x["b"]["node"])
-        for x in cab["links"]
+        for x in fabric_links.links(cab)
         if x["kind"] != "host"
     }
     assert pairs == expected
@@ -99,7 +100,7 @@ def test_fabric_dot_edges_carry_every_cable(tier: str) -> None:
 def test_rail_optimized_host_links_are_coloured_by_rail() -> None:
     plan = _plan("tier3")
     dot = diagram.fabric_dot(plan)
-    for link in plan["fabric"]["cabling"]["links"]:
+    for link in fabric_links.links(plan["fabric"]["cabling"]):
         colour = diagram.RAIL_COLOURS[link["rail"] % len(diagram.RAIL_COLOURS)]
         assert f'"{link["b"]["node"]}" -- "{link["a"]["node"]}" [color="{colour}"' in dot
 
@@ -121,7 +122,7 @@ def test_large_fabric_is_an_overview_that_dot_draws_quickly(tmp_path: Path) -> N
     assert len(dot.splitlines()) < 200
     edges = [e for e in EDGE.findall(dot) if "style=invis" not in e[2]]
     drawn = sum(int(m.group(1)) for *_, attrs in edges if (m := re.search(r'label="x(\d+)', attrs)))
-    assert drawn == len(plan["fabric"]["cabling"]["links"])
+    assert drawn == fabric_links.link_count(plan["fabric"]["cabling"])
     _render(dot, tmp_path)
     # the same plan drawn in full when asked
     full = diagram.fabric_dot(plan, max_hosts=1000, max_switches=10000)
@@ -132,7 +133,7 @@ def test_dot_quotes_odd_names(tmp_path: Path) -> None:
     plan = _plan("tier2")
     odd = copy.deepcopy(plan)  # the engine never makes such names; the quoting must hold anyway
     odd["fabric"]["cabling"]["switches"][0]["name"] = 'ib "sw" \\01'
-    for link in odd["fabric"]["cabling"]["links"]:
+    for link in listed(odd["fabric"]["cabling"])["links"]:
         link["b"]["node"] = 'ib "sw" \\01'
     dot = diagram.fabric_dot(odd)
     assert '"ib \\"sw\\" \\\\01"' in dot

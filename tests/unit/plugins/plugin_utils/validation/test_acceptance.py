@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance, gates
 
 DATA = ROOT / "tests" / "data" / "acceptance"
@@ -284,7 +285,7 @@ def test_port_sweep_covers_every_planned_compute_hca(plans: dict[str, dict[str, 
     for tier in ("tier2", "tier3", "tier4"):
         plan = plans[tier]
         ports = plan["validation"]["tests"]["port_counters"]
-        cabled = {(h["host"], h["hca"]) for h in plan["fabric"]["cabling"]["hcas"]}
+        cabled = {(h["host"], h["hca"]) for h in fabric_links.hcas(plan["fabric"]["cabling"])}
         assert {(p["host"], p["hca"]) for p in ports} == cabled
         assert {p["port"] for p in ports} == {1}
         assert not any(p["host"].startswith("head") for p in ports)  # the SM's ports are no compute rail
