@@ -206,7 +206,11 @@ def test_three_nodes_pair_a_lone_half_with_a_reference_or_infer_it() -> None:
     [
         (["compute01"], [], "at least two nodes"),
         (["compute01", "compute02"], [], "no other node to measure them against"),
-        (["compute01", "compute99"], ["compute03"], "not in the cabling plan (fabric.cabling.scalable_units): compute99"),
+        (
+            ["compute01", "compute99"],
+            ["compute03"],
+            "not in the cabling plan (fabric.cabling.scalable_units): compute99",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_the_reason(nodes: list[str], reference: list[str], message: str) -> None:
