@@ -24,9 +24,12 @@ from test_engine import collected, plan_of
 from ansible_collections.gpucluster.tiers.plugins.modules import fabric_check
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.driver import audit
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report import report_markdown
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 
 
 def move_cable(cabling: dict[str, Any], host: str, rail: int, leaf: str, port: int) -> dict[str, Any]:
+    """The cabling as it is on the floor: the design's cables listed, one of them plugged elsewhere."""
+    cabling["links"] = list(fabric_links.links(cabling))
     link = next(x for x in cabling["links"] if x["kind"] == "host" and x["a"]["node"] == host and x["rail"] == rail)
     link["b"] = {"node": leaf, "port": port}
     return cabling

@@ -47,8 +47,8 @@ def _legacy_of(raw: dict[str, Any], groups: dict[str, list[str]]) -> tuple[dict[
         "link_rate_gbps": f.link_rate_gbps,
         "link_width": nics[0].width if nics else "4x",
     }
-    design = dict(cabling.site_cabling(site.fabric, links=False, **args))
-    return legacy_cabling.site_cabling(site.fabric, **args), design
+    design = dict(cabling.site_cabling(site.fabric_model.tree, links=False, **args))
+    return legacy_cabling.site_cabling(site.fabric_model.tree, **args), design
 
 
 def _assert_same(old: dict[str, Any], design: dict[str, Any]) -> None:
