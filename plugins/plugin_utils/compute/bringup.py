@@ -171,7 +171,8 @@ def software(section: object) -> GpuSoftware:
     """``gpucluster_node.gpu_software`` checked, as written (None: not given)."""
     section = {} if section is None else section
     require(isinstance(section, dict), FIELD, section, "a mapping (" + ", ".join(KNOWN_KEYS) + ")")
-    assert isinstance(section, dict)  # narrowed by the require above
+    if not isinstance(section, dict):  # narrowed by the require above
+        raise AssertionError(section)
     for key in section:
         require(key in KNOWN_KEYS, f"{FIELD}.{key}", section[key], "one of the keys " + ", ".join(KNOWN_KEYS))
     raw_branch = section.get("driver_branch")

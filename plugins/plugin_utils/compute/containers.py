@@ -123,7 +123,8 @@ def _abs(value: object, field: str, what: str) -> str:
 def _registries(raw: object) -> list[Registry]:
     field = f"{FIELD}.registries"
     require(isinstance(raw, list), field, raw, "a list of {host, credential}")
-    assert isinstance(raw, list)  # narrowed by the require above
+    if not isinstance(raw, list):  # narrowed by the require above
+        raise AssertionError(raw)
     out: list[Registry] = []
     for i, entry in enumerate(raw):
         where = f"{field}[{i}]"
@@ -160,7 +161,8 @@ def _pyxis_source(raw: object) -> PyxisSource | None:
     if raw is None:
         return None
     require(isinstance(raw, dict), field, raw, "a mapping {url, sha256}")
-    assert isinstance(raw, dict)  # narrowed by the require above
+    if not isinstance(raw, dict):  # narrowed by the require above
+        raise AssertionError(raw)
     unknown = sorted(set(raw) - {"url", "sha256"})
     require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, "keys url, sha256")
     url = raw.get("url")
@@ -184,7 +186,8 @@ def _pyxis_source(raw: object) -> PyxisSource | None:
 def _cache(raw: object, local_scratch: str | None, shared_roots: list[str], staging_bytes: int) -> ContainerCache:
     field = f"{FIELD}.cache"
     require(isinstance(raw, dict), field, raw, "a mapping {path, size_gb, local_capacity_gb}")
-    assert isinstance(raw, dict)  # narrowed by the require above
+    if not isinstance(raw, dict):  # narrowed by the require above
+        raise AssertionError(raw)
     require(
         bool(local_scratch),
         "gpucluster_storage.local_scratch",
@@ -236,7 +239,8 @@ def _mounts(
     if staging:
         out.append(Mount(staging, staging, "rw", "checkpoint staging (gpucluster_workload.checkpoint_async)"))
     require(isinstance(extra, list), field, extra, "a list of absolute host paths")
-    assert isinstance(extra, list)  # narrowed by the require above
+    if not isinstance(extra, list):  # narrowed by the require above
+        raise AssertionError(extra)
     planned = [*shared_roots, *paths.values(), *([local_scratch] if local_scratch else [])]
     for i, raw in enumerate(extra):
         path = _abs(raw, f"{field}[{i}]", "a host path inside a planned file system")
@@ -369,7 +373,8 @@ def containers_plan(
     every job container. ``storage``: plan["storage"] (paths, local scratch, the checkpoint drain)."""
     raw = {} if raw is None else raw
     require(isinstance(raw, dict), FIELD, raw, "a mapping {runtime, registries, cache, mounts, pyxis_source}")
-    assert isinstance(raw, dict)  # narrowed by the require above
+    if not isinstance(raw, dict):  # narrowed by the require above
+        raise AssertionError(raw)
     known = {"runtime", "registries", "cache", "mounts", "pyxis_source"}
     unknown = sorted(set(raw) - known)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(known)))

@@ -124,7 +124,8 @@ def check_mapping(raw: object, field: str, keys: tuple[str, ...]) -> dict[str, o
     """An inventory mapping (None: empty) with only ``keys``; PlanError naming ``field`` otherwise."""
     raw = {} if raw is None else raw
     require(isinstance(raw, dict), field, raw, f"a mapping with keys {', '.join(keys)}")
-    assert isinstance(raw, dict)  # narrowed by the require above
+    if not isinstance(raw, dict):  # narrowed by the require above
+        raise AssertionError(raw)
     unknown = sorted(set(raw) - set(keys), key=str)
     require(not unknown, f"{field}.{unknown[0] if unknown else ''}", unknown, f"only the keys {', '.join(keys)}")
     return {str(k): v for k, v in raw.items()}
@@ -142,7 +143,8 @@ def _xid_actions(got: dict[str, object], field: str) -> tuple[dict[str, str], st
     xid_raw = got.get("xid")
     if xid_raw is not None:
         require(isinstance(xid_raw, list), f"{field}.xid", xid_raw, "a list of {xid, action} (xid: 1 to 999)")
-        assert isinstance(xid_raw, list)  # narrowed by the require above
+        if not isinstance(xid_raw, list):  # narrowed by the require above
+            raise AssertionError(xid_raw)
         for i, item in enumerate(xid_raw):
             where = f"{field}.xid[{i}]"
             require(isinstance(item, dict) and set(item) == {"xid", "action"}, where, item, "a mapping {xid, action}")

@@ -111,7 +111,8 @@ def hook_settings(section: object) -> HookSettings:
     """Validate ``gpucluster_slurm.health`` (absent: the defaults)."""
     section = {} if section is None else section
     require(isinstance(section, dict), FIELD, section, "a mapping (epilog, prolog, dcgm_level, dcgm_timeout_s)")
-    assert isinstance(section, dict)  # narrowed by the require above
+    if not isinstance(section, dict):  # narrowed by the require above
+        raise AssertionError(section)
     known = ("epilog", "prolog", "dcgm_level", "dcgm_timeout_s")
     for key in section:
         require(key in known, f"{FIELD}.{key}", section[key], f"one of the keys {', '.join(known)}")

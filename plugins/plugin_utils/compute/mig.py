@@ -88,7 +88,8 @@ def _hosts(value: object, compute: list[str], field: str) -> list[str]:
         value,
         "all, a list of compute host names or a host list such as compute[01-04]",
     )
-    assert isinstance(names, list)  # narrowed by the require above
+    if not isinstance(names, list):  # narrowed by the require above
+        raise AssertionError(names)
     for name in names:
         require(name in compute, field, name, f"a compute host ({hostlist.compress(compute)})")
     return sorted({str(n) for n in names}, key=compute.index)
@@ -104,7 +105,8 @@ def _gpus(value: object, gpus_per_node: int, field: str) -> list[int]:
         and len(set(value)) == len(value)
     )
     require(ok, field, value, f"all or a list of distinct GPU indexes 0..{gpus_per_node - 1}")
-    assert isinstance(value, list)  # narrowed by the require above
+    if not isinstance(value, list):  # narrowed by the require above
+        raise AssertionError(value)
     return sorted(int(g) for g in value)  # plain ints: the mig-parted YAML is dumped from them
 
 
@@ -151,7 +153,8 @@ def _check_entries(policy: list[object], geo: MigGeometry, compute_hosts: list[s
     for i, entry in enumerate(policy):
         f = f"{FIELD}[{i}]"
         require(isinstance(entry, dict), f, entry, "a mapping with nodes, gpus and profiles")
-        assert isinstance(entry, dict)  # narrowed by the require above
+        if not isinstance(entry, dict):  # narrowed by the require above
+            raise AssertionError(entry)
         hosts = _hosts(entry.get("nodes"), compute_hosts, f"{f}.nodes")
         gpus = _gpus(entry.get("gpus"), gpus_per_node, f"{f}.gpus")
         placed = check_mix(geo, entry.get("profiles"), f"{f}.profiles")
@@ -235,7 +238,8 @@ def mig_plan(policy: object, model: GpuModel, compute_hosts: list[str], gpus_per
         policy,
         "a list of entries {nodes, gpus, profiles} (leave it out for no MIG)",
     )
-    assert isinstance(policy, list)  # narrowed by the require above
+    if not isinstance(policy, list):  # narrowed by the require above
+        raise AssertionError(policy)
     geo = geometry(model)
     got = _check_entries(policy, geo, compute_hosts, gpus_per_node)
     names, configs = _configs(got, compute_hosts, gpus_per_node)
@@ -420,7 +424,8 @@ def billing_weights(mig: MigSection | None, whole_type: str, site: object = None
     profiles = _profiles(mig)
     site = {} if site is None else site
     require(isinstance(site, dict), BILLING_FIELD, site, "a mapping {profile: weight in GPUs}")
-    assert isinstance(site, dict)  # narrowed by the require above
+    if not isinstance(site, dict):  # narrowed by the require above
+        raise AssertionError(site)
     weights: dict[str, float] = {}
     for name in profiles:
         weights[name] = float(geo.profiles[name].compute)

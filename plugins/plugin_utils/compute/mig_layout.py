@@ -135,7 +135,8 @@ def check_mix(geo: MigGeometry, profiles: object, field: str) -> list[Placement]
         profiles,
         f"a list of MIG profiles for one {geo.model} GPU, each one of {known}",
     )
-    assert isinstance(profiles, list)  # narrowed by the require above
+    if not isinstance(profiles, list):  # narrowed by the require above
+        raise AssertionError(profiles)
     for j, name in enumerate(profiles):
         require(
             not (isinstance(name, str) and MEDIA_VARIANT.search(name) and name in geo.profiles),

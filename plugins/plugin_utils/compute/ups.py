@@ -145,7 +145,8 @@ def parse_shutdown(raw: Mapping[str, object]) -> Shutdown:
 def _points(raw: object, full_minutes: float) -> tuple[tuple[float, float], ...]:
     field = f"{FIELD}.runtime_points"
     require(isinstance(raw, list), field, raw, "a list of {load_percent, minutes}")
-    assert isinstance(raw, list)  # narrowed by the require above
+    if not isinstance(raw, list):  # narrowed by the require above
+        raise AssertionError(raw)
     points = {1.0: full_minutes}
     for i, p in enumerate(raw):
         where = f"{field}[{i}]"
@@ -171,7 +172,8 @@ def parse_ups(raw: object) -> Ups | None:
     if raw is None:
         return None
     require(isinstance(raw, Mapping), FIELD, raw, "a mapping")
-    assert isinstance(raw, Mapping)  # narrowed by the require above
+    if not isinstance(raw, Mapping):  # narrowed by the require above
+        raise AssertionError(raw)
     unknown = sorted(set(raw) - KEYS)
     require(not unknown, f"{FIELD}.{unknown[0] if unknown else ''}", unknown, "keys " + ", ".join(sorted(KEYS)))
     require("rating_kva" in raw, f"{FIELD}.rating_kva", None, "the UPS's kVA rating (datasheet)")
