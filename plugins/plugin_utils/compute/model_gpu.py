@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-#: free JSON data (a catalog table carried through as the catalog wrote it)
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
-
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 
 # --- plan.gpu -------------------------------------------------------------------------------------------------
 

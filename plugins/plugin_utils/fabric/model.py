@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils.fabric_links import Hca, Link
-
-#: Free JSON (a site's own overrides, a cost breakdown's figures).
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 
 
 class SmHca(Hca):

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import TypedDict
 
 #: Free JSON: what YAML's plain values (mappings, lists, strings, numbers, true/false, null) read as; the type
-#: of the inventory sections the Site keeps as written for the domain module that checks them.
+#: of the inventory sections the Site keeps as written for the domain module that checks them, and of any plan
+#: data without a fixed shape (a catalog table, a rendered manifest or dashboard). The one definition: every
+#: package's model imports it from here.
 JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 
 

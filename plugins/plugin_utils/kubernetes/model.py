@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
-"""Plain JSON data: a Kubernetes object and everything in it."""
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
+
+#: Plain JSON data: a Kubernetes object and everything in it.
 JsonObject = dict[str, JsonValue]
 
 

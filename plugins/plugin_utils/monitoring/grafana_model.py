@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import check_choice
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import Dashboard, JsonValue, PanelData
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import Dashboard, PanelData
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.panels import VARIABLES
 
 DATASOURCE_UID = "gpucluster-prometheus"

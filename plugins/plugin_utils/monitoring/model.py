@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-#: free JSON (a rendered Grafana dashboard model, a provisioning file): what json.dumps/yaml.safe_dump take
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 #: a Prometheus label set (name -> value)
 Labels = dict[str, str]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.model import JsonValue
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 
 #: The key order of the rule and test files (Prometheus's and promtool's documented order), whatever the
 #: order of the data: a plan read back from plan.json (keys sorted) renders the same bytes. Label names

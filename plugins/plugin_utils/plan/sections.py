@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NotRequired, TypedDict
 
-#: Free JSON (what a role's or a catalog's own data holds, unchecked here).
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
 
 
 class ClusterSection(TypedDict):

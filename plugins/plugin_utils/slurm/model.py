@@ -11,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypedDict
 
-#: free JSON (what json.dumps takes)
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
-
 # -- accounting.py -----------------------------------------------------------------------------------------
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.model import JsonValue
+
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.fs_model import Beegfs, Lustre, Nfs, Nvmeof
 
 #: A cell of a report.md table row (checkpoint.drain_rows)
 ReportCell = str | int | float
-#: Free JSON, where the data has no fixed shape (a ceiling's ``value``: the inventory value it names)
-JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 
 
 # --- sizing (storage/sizing.py) ---
