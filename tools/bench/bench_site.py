@@ -4,8 +4,8 @@ For each size, tier4's inventory grown to N compute nodes (tools/bench/bench_pla
 is WRITTEN as a real inventory (hosts.yml + group_vars/all/*.yml) in a temporary folder, and two
 playbooks run against it with ansible-playbook, contacting no host (connection local):
 
-- ``plan``: site.yml's first play as it is (playbooks/tasks/plan.yml, run once on the controller for
-  ``localhost:all``, so the registered plan reaches every host of the play as one shared object);
+- ``plan``: site.yml's first play as it is (playbooks/tasks/plan.yml, run once on the controller: on
+  ``localhost``, or ``localhost:all`` under a ``--limit``; the registered plan is one shared object);
 - ``hand-over``: the same, then one play over every host that reads the host's ``gpucluster_host_plan``
   exactly as site.yml defines it (the play variable is copied from playbooks/site.yml) and records
   the JSON bytes unique to the host (host_plan.view_sizes: the view without the shared tables),

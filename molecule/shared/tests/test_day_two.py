@@ -4,7 +4,7 @@ Four runs of site.yml from the controller on the converged lab, each changing no
 ``--limit compute01 -e compute_apply_pending=true`` (re-converge one node), ``--limit head01`` (the
 head, as for a new tenant), ``--tags slurm`` (the Slurm role and munge on every host) and
 ``--limit compute01 --tags slurm``. The plan and the converge lock run whatever the limit or the tags
-(the first two plays, on localhost:all, run once on the controller and the head): only the named hosts
+(the first two plays, on localhost:all under a limit, run once on the controller and the head): only the named hosts
 appear in the recap, and with --tags only Slurm's tasks run (plus the roles' argument checks, which
 Ansible tags always). Runs on tier4 (compute01, head01, a backup controller);
 GPUCLUSTER_DAY_TWO_TEST=1 runs it on another tier that has those hosts, =0 skips it.

@@ -276,13 +276,19 @@ def files_manifest(plan: PlanView, role_files: Mapping[str, Any] | None) -> File
         for f in role_file_entries(role_files or {}, known)
         if f.planned and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
     ]
-    plain = [f for f in entries if f.each is None]
+    # one entry object per file, shared by every host that gets it (the plan is read, never changed): at
+    # 16,384 nodes a dict per host and file was 870,000 dicts, a third of the plan stage's memory
+    plain = [(f, f.entry()) for f in entries if f.each is None]
     # the interface units last, as before the other kinds existed (a stable sort keeps role order)
     per_unit = sorted((f for f in entries if f.each is not None), key=lambda f: f.each == "network_unit")
     out: FilesSection = {}
+    by_roles: dict[tuple[str, ...], list[FileEntry]] = {}  # the hosts of one set of roles get the same files
     for name, host in plan["hosts"].items():
         roles = host["roles"]
-        files = [f.entry() for f in plain if f.on(roles) and (f.condition is None or known[f.condition])]
+        key = tuple(roles)
+        if key not in by_roles:
+            by_roles[key] = [e for f, e in plain if f.on(roles) and (f.condition is None or known[f.condition])]
+        files = list(by_roles[key])
         for f in per_unit:
             if f.on(roles) and (f.condition is None or known[f.condition]):
                 for unit_name, unit in _units(str(f.each), plan, host):

@@ -28,6 +28,7 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.section import section_data
 
 #: Node-proportional tables (and the head's large Grafana data), referenced (never copied) by the hosts
 #: that render them.
@@ -196,8 +197,9 @@ RESULT_KEYS: frozenset[str] = frozenset({"changed", "failed", SHA256_KEY})
 
 def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The plan without the keys Ansible adds to a registered result (:data:`RESULT_KEYS`): a shallow
-    copy of the top level, the sections stay the plan's own objects."""
-    return {k: v for k, v in plan.items() if k not in RESULT_KEYS}
+    copy of the top level, the sections stay the plan's own objects (a registered section's own dict:
+    plan/section.py)."""
+    return {k: section_data(v) for k, v in plan.items() if k not in RESULT_KEYS}
 
 
 def _feed(update: Callable[[bytes], Any], value: Any, depth: int) -> None:

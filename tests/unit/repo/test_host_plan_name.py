@@ -59,9 +59,9 @@ def _strings(node: Any) -> str:
     return str(node)
 
 
-#: plays on the controller: localhost, or localhost:all with run_once tasks delegated to the controller and
-#: the head (site.yml's plan and lock plays, which a --limit without localhost must not skip)
-CONTROLLER_HOSTS = ("localhost", "localhost:all")
+#: plays on the controller: localhost, or localhost (localhost:all under a --limit) with run_once tasks delegated
+#: to the controller and the head (site.yml's plan and lock plays, which a --limit without localhost must not skip)
+CONTROLLER_HOSTS = ("localhost", "{{ 'localhost:all' if ansible_limit | default('') else 'localhost' }}")
 
 
 @pytest.mark.parametrize("path", PLAYBOOKS, ids=lambda p: str(p.relative_to(ROOT)))

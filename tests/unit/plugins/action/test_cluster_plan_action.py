@@ -21,6 +21,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan im
     plan_data,
     plan_sha256,
 )
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.section import PlanSection
 
 
 def _action(monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], tmp_path: Path | None = None) -> ActionModule:
@@ -88,3 +89,24 @@ def test_the_keys_ansible_adds_to_the_registered_plan_are_not_the_plans() -> Non
     view = host_view(registered, "compute01")
     assert not RESULT_KEYS & set(view)
     assert view == host_view(plan, "compute01")
+
+
+def test_the_groups_are_the_plays_own_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a groups argument the action reads the play's groups from its task variables (not templated,
+    and not sent back with the task's arguments): the same plan."""
+    site, groups = load_inventory("tier2")
+    given = _action(monkeypatch, {"site": copy.deepcopy(site), "groups": groups}).run(task_vars={})
+    own = _action(monkeypatch, {"site": copy.deepcopy(site)}).run(task_vars={"groups": groups})
+    assert own[SHA256_KEY] == given[SHA256_KEY] == plan_sha256(cluster_plan(site, groups))
+
+
+def test_the_sections_are_handed_over_as_plan_sections(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each mapping section is a PlanSection (kept by reference when ansible-core copies the registered
+    result: test_plan_section.py); the garbage collector is as the action found it."""
+    import gc
+
+    site, groups = load_inventory("tier1")
+    result = _action(monkeypatch, {"site": copy.deepcopy(site), "groups": groups}).run(task_vars={})
+    assert gc.isenabled()
+    assert isinstance(result["hosts"], PlanSection) and isinstance(result["cluster"], PlanSection)
+    assert result["schema"] == 1
