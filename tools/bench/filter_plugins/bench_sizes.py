@@ -30,7 +30,7 @@ def bench_shared_sizes(plan: Mapping[str, Any]) -> dict[str, int]:
 
 def bench_json_size(value: Any) -> int:
     """Bytes of a whole value as compact JSON (the old hand-over: the whole plan per host)."""
-    return len(json.dumps(value, sort_keys=True, separators=(",", ":")))
+    return len(json.dumps(value, sort_keys=True, separators=(",", ":"), default=dict))  # dict: a PlanSection
 
 
 class FilterModule:
