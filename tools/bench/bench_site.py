@@ -102,7 +102,9 @@ def playbooks(tree: Path, dest: Path, *, before: bool) -> tuple[Path, Path]:
             {
                 "name": "Record the bytes of the host's own part",
                 "ansible.builtin.set_fact": {
-                    "bench_bytes": "{{ gpucluster_plan | bench_json_size }}"
+                    # the whole plan per host (site.yml registers it on localhost: on every host while its
+                    # plan play ran on localhost:all)
+                    "bench_bytes": "{{ hostvars['localhost'].gpucluster_plan | bench_json_size }}"
                     if before
                     else "{{ gpucluster_host_plan | bench_view_sizes }}"
                 },
