@@ -208,7 +208,9 @@ class TopologyPlan(TypedDict):
 
 
 class SlurmNodeLine(TypedDict):
-    """One slurm.conf NodeName line (settings.SlurmNode), in the line's order."""
+    """One slurm.conf NodeName line as data (``slurm.nodes[]``, settings._node_lines), its fields in the line's
+    order: ``nodes`` a host list, ``gres`` the line's ``Gres=`` (``gpu:<type>:<n>``, comma-separated per MIG
+    profile), ``features`` the ``Features=`` names in order (slurm/accounting.py), ``state`` settings.NODE_STATE."""
 
     nodes: str
     cpus: int

@@ -18,7 +18,6 @@ slurm.conf(5) and sacctmgr(1) of Slurm 22.05.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
@@ -65,38 +64,6 @@ REBOOT_PROGRAM = "/usr/sbin/reboot"
 #: keeps them equal), so the head's own reboot_timeout_s (at most this) decides first.
 RESUME_TIMEOUT_S = 7200
 HEALTH_CHECK_INTERVAL_S = 300  # OpenHPC/NHC recipe: every five minutes (docs/sources.md §8.4)
-
-
-@dataclass(frozen=True)
-class SlurmNode:
-    """One slurm.conf NodeName line as data (``slurm.nodes[]``), its fields in the line's order:
-    ``nodes`` a host list, ``gres`` the line's ``Gres=`` (``gpu:<type>:<n>``, comma-separated per MIG
-    profile), ``features`` the ``Features=`` names in order (slurm/accounting.py)."""
-
-    nodes: str
-    cpus: int
-    boards: int
-    sockets_per_board: int
-    cores_per_socket: int
-    threads_per_core: int
-    real_memory: int
-    gres: str
-    features: list[str]
-    state: str = NODE_STATE
-
-    def as_dict(self) -> SlurmNodeLine:
-        return {
-            "nodes": self.nodes,
-            "cpus": self.cpus,
-            "boards": self.boards,
-            "sockets_per_board": self.sockets_per_board,
-            "cores_per_socket": self.cores_per_socket,
-            "threads_per_core": self.threads_per_core,
-            "real_memory": self.real_memory,
-            "gres": self.gres,
-            "features": self.features,
-            "state": self.state,
-        }
 
 
 def _gpu_type(model: str) -> str:
@@ -193,7 +160,7 @@ def _node_lines(
     node = site.node
     gtype = _gpu_type(node.gpu_model)
     return [
-        SlurmNode(
+        SlurmNodeLine(
             nodes=nodes,
             cpus=node.cores * node.threads_per_core,
             boards=BOARDS,
@@ -203,7 +170,8 @@ def _node_lines(
             real_memory=real_memory,
             gres=gres,
             features=list(group["features"]),
-        ).as_dict()
+            state=NODE_STATE,
+        )
         for group in groups
         for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
     ]
