@@ -159,22 +159,23 @@ def _node_lines(
     read it)."""
     node = site.node
     gtype = _gpu_type(node.gpu_model)
-    return [
-        SlurmNodeLine(
-            nodes=nodes,
-            cpus=node.cores * node.threads_per_core,
-            boards=BOARDS,
-            sockets_per_board=node.cpu_sockets,
-            cores_per_socket=node.cores_per_socket,
-            threads_per_core=node.threads_per_core,
-            real_memory=real_memory,
-            gres=gres,
-            features=list(group["features"]),
-            state=NODE_STATE,
-        )
+    lines: list[SlurmNodeLine] = [
+        {
+            "nodes": nodes,
+            "cpus": node.cores * node.threads_per_core,
+            "boards": BOARDS,
+            "sockets_per_board": node.cpu_sockets,
+            "cores_per_socket": node.cores_per_socket,
+            "threads_per_core": node.threads_per_core,
+            "real_memory": real_memory,
+            "gres": gres,
+            "features": list(group["features"]),
+            "state": NODE_STATE,
+        }
         for group in groups
         for nodes, gres in mig.node_gres(group["nodes"], plan["gpu"].get("mig"), gtype, node.gpus_per_node)
     ]
+    return lines
 
 
 def _plugins(lab: Mapping[str, Any]) -> Plugins:
