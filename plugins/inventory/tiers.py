@@ -34,7 +34,7 @@ options: {}
 EXAMPLES = r"""
 # ansible.cfg
 #   [inventory]
-#   enable_plugins = host_list, script, auto, yaml, ini, toml, gpucluster.tiers.tiers
+#   enable_plugins = host_list, script, yaml, auto, ini, toml, gpucluster.tiers.tiers
 #
 # then, from the repository root:
 #   ansible-playbook site.yml -i tier3

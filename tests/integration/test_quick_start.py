@@ -94,7 +94,7 @@ def test_a_tier_by_name_without_the_plugin_says_how_to_enable_it(tmp_path: Path,
     assert run.returncode != 0
     assert "known tiers: tier1, tier2, tier3, tier4, tier4-k8s" in run.stdout, run.stdout[-3000:]
     assert "gpucluster.tiers.tiers, which is not enabled" in run.stdout
-    assert "enable_plugins = host_list, script, auto, yaml, ini, toml, gpucluster.tiers.tiers" in run.stdout
+    assert "enable_plugins = host_list, script, yaml, auto, ini, toml, gpucluster.tiers.tiers" in run.stdout
     assert not (work / "build").exists()
 
 
