@@ -114,10 +114,12 @@ def plan_data(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The plan report, rendered from the plan (plugin_utils/report/sections.py): ``sections`` (title,
-    intro, rows of setting, value, how) and ``summary`` (warnings, next steps). Not part of the plan."""
+    intro, rows of setting, value, how), ``summary`` (warnings, next steps) and ``files`` (each host's role
+    files: plan/files.py files_by_host). Not part of the plan."""
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.plan_report: input must be the plan (a mapping)")
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import (
         report_sections,
         report_summary,
@@ -126,7 +128,9 @@ def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
     unwrapped = ansible_compat.non_lazy_copy(plan)
     data = host_plan.plan_data(plain(plan) if unwrapped is None else unwrapped)
     report: dict[str, Any] = _run(
-        "plan_report", lambda p: {"sections": report_sections(p), "summary": report_summary(p)}, data
+        "plan_report",
+        lambda p: {"sections": report_sections(p), "summary": report_summary(p), "files": files_by_host(p)},
+        data,
     )
     return report
 

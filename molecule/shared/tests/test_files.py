@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
+
 
 def test_installed_files_match_the_plan(hosts: dict[str, Any], plan: dict[str, Any], lab: Path) -> None:
     checked = 0
     for name, host in hosts.items():
-        for item in plan["files"][name]:
+        for item in files_by_host(plan)[name]:
             dest = item["dest"]
             planned = (lab / "planned" / name / dest.lstrip("/")).read_bytes()
             installed = host.file(dest)

@@ -19,6 +19,8 @@ import pytest
 import yaml
 from conftest import nvidia_smi_rows
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
+
 CHECK = "/usr/local/sbin/gpucluster-healthcheck"
 SLURM_FILES = ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf", "/etc/slurm/cgroup.conf")
 
@@ -45,7 +47,7 @@ def _unit_lines(text: str, key: str) -> list[str]:
 
 def test_planned_files_installed(hosts: dict[str, Any], plan: dict[str, Any], lab: Path, nodes: list[str]) -> None:
     for name in nodes:
-        dests = [item["dest"] for item in plan["files"][name]]
+        dests = [item["dest"] for item in files_by_host(plan)[name]]
         assert not [d for d in dests if "slurm" in d], dests  # no Slurm file in the plan of the node
         for dest in dests:
             installed = hosts[name].file(dest)

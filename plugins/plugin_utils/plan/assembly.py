@@ -48,7 +48,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.interface
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.plan import storage_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.plan import validation_plan
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: plan.files holds the rules, not each host's list (plan/files.py)
 
 
 def _needs(**sections: Unpack[PlanView]) -> PlanView:

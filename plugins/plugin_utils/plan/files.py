@@ -1,11 +1,12 @@
-"""Which role file goes on which host: the plan's per-host files manifest.
+"""Which role file goes on which host: the plan's files manifest, and each host's list.
 
 Each role lists the files it installs in ``roles/<role>/vars/files.yml`` (key ``<role>_files``):
 the role's tasks write them (tasks/configure.yml) and the plan renders them per host (make plan,
 molecule's byte-for-byte check). The engine does no I/O: the ``cluster_plan`` filter reads those
-lists and passes them in as ``role_files`` ({role: [entry, ...]}); here they are checked and, per
-host, kept when the entry's ``hosts`` matches the host's roles and its ``if`` condition holds in
-the plan. Fields of an entry: docs/guide.md, "Changing things".
+lists and passes them in as ``role_files`` ({role: [entry, ...]}); here they are checked and kept
+when their ``if`` condition holds in the plan (plan.files, :func:`files_manifest`). A host's list
+(:func:`host_files`, its host view's ``files[<host>]``) is each kept entry whose ``hosts`` matches the
+host's roles, once, or once per unit of the host. Fields of an entry: docs/guide.md, "Changing things".
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import Any
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import FileEntry, FilesSection, HostEntry
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import (
+    FileEntry,
+    FileRule,
+    FilesSection,
+    HostEntry,
+    HostFiles,
+)
 
 #: Who gets a file: every host, one host role, or a union of roles.
 HOSTS: dict[str, frozenset[str] | None] = {
@@ -133,10 +140,12 @@ class RoleFile:
             out["task"] = "own"
         return out
 
-    def on(self, roles: list[str]) -> bool:
-        """Whether a host with these roles gets the file (conditions aside)."""
-        wanted = HOSTS[self.hosts]
-        return wanted is None or bool(wanted & set(roles))
+    def rule(self) -> FileRule:
+        """The plan's rule: who gets the file (``hosts``), once or per unit (``each``), and its entry."""
+        out: FileRule = {"hosts": self.hosts, "file": self.entry()}
+        if self.each is not None:
+            out["each"] = self.each
+        return out
 
 
 def conditions(plan: PlanView) -> dict[str, bool]:
@@ -262,42 +271,58 @@ def role_file_entries(role_files: Mapping[str, Any], known: Mapping[str, bool]) 
 
 
 def files_manifest(plan: PlanView, role_files: Mapping[str, Any] | None) -> FilesSection:
-    """Per host, the role files it gets: role, template, destination and how it is installed (mode;
-    notify, validate, mkdir, task when set), and the unit of a per-unit file. The roles write each
-    entry without a task of its own with gpucluster.tiers.host_files (roles/common/tasks/configure.yml).
+    """The role files this plan installs: each with the hosts that get it (``hosts``) and, for a per-unit
+    file, its kind of unit (``each``). The entry (``file``) is the role, template, destination and how it
+    is installed (mode; notify, validate, mkdir, task when set). The roles write each entry without a task
+    of its own with gpucluster.tiers.host_files (roles/common/tasks/configure.yml), from the host's list
+    (:func:`host_files`, the host view's ``files[<host>]``).
+
+    The same size at any cluster size: a host's list is derived from these rules, its roles and its own units
+    when its view is made (at 16,384 nodes the per-host lists were 145 MiB of the plan's JSON, most of the time
+    spent hashing and handing over the plan; docs/performance.md).
 
     ``role_files``: each role's list from ``roles/<role>/vars/files.yml``; None (a caller without
-    the roles, e.g. a benchmark) gives every host an empty list. Entries with ``plan: false``
-    (slurmdbd.conf: a secret) are left out: make plan does not render them."""
+    the roles, e.g. a benchmark) gives no files. Entries with ``plan: false`` (slurmdbd.conf: a secret)
+    are left out: make plan does not render them; so are those whose ``if`` the plan does not meet and the
+    files of another scheduler's roles."""
     known = conditions(plan)
     scheduler = plan["cluster"]["scheduler"]
     entries = [
         f
         for f in role_file_entries(role_files or {}, known)
-        if f.planned and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
+        if f.planned
+        and SCHEDULER_ROLES.get(f.role, scheduler) == scheduler
+        and (f.condition is None or known[f.condition])
     ]
-    # one entry object per file, shared by every host that gets it (the plan is read, never changed): at
-    # 16,384 nodes a dict per host and file was 870,000 dicts, a third of the plan stage's memory
-    plain = [(f, f.entry()) for f in entries if f.each is None]
-    # the interface units last, as before the other kinds existed (a stable sort keeps role order)
+    # a host's list: the files installed once, in role order, then the per-unit ones, the interface units
+    # last (as before the other kinds existed; a stable sort keeps role order)
     per_unit = sorted((f for f in entries if f.each is not None), key=lambda f: f.each == "network_unit")
-    out: FilesSection = {}
-    by_roles: dict[tuple[str, ...], list[FileEntry]] = {}  # the hosts of one set of roles get the same files
-    for name, host in plan["hosts"].items():
-        roles = host["roles"]
-        key = tuple(roles)
-        if key not in by_roles:
-            by_roles[key] = [e for f, e in plain if f.on(roles) and (f.condition is None or known[f.condition])]
-        files = list(by_roles[key])
-        for f in per_unit:
-            if f.on(roles) and (f.condition is None or known[f.condition]):
-                for unit_name, unit in _units(str(f.each), plan, host):
-                    entry = f.entry()
-                    entry["dest"] = f"{f.dest}/{unit_name}"
-                    entry["unit"] = unit
-                    files.append(entry)
-        out[name] = files
+    return [f.rule() for f in entries if f.each is None] + [f.rule() for f in per_unit]
+
+
+def host_files(plan: PlanView, host: str) -> list[FileEntry]:
+    """The role files ``host`` gets, in order: each rule whose ``hosts`` match the host's roles, once, or
+    once per unit of the host (``dest`` the folder, the unit's name appended, the unit as ``unit``).
+    The entries of the files installed once are the plan's own objects (read, never changed)."""
+    entry = plan["hosts"][host]
+    roles = set(entry["roles"])
+    out: list[FileEntry] = []
+    for rule in plan["files"]:
+        wanted = HOSTS[rule["hosts"]]
+        if wanted is not None and not wanted & roles:
+            continue
+        each = rule.get("each")
+        if each is None:
+            out.append(rule["file"])
+            continue
+        for unit_name, unit in _units(each, plan, entry):
+            out.append({**rule["file"], "dest": f"{rule['file']['dest']}/{unit_name}", "unit": unit})
     return out
+
+
+def files_by_host(plan: PlanView) -> HostFiles:
+    """:func:`host_files` of every host of the plan: host name -> its role files (the report's table)."""
+    return {host: host_files(plan, host) for host in plan["hosts"]}
 
 
 __all__ = [
@@ -308,6 +333,8 @@ __all__ = [
     "SCHEDULER_ROLES",
     "RoleFile",
     "conditions",
+    "files_by_host",
     "files_manifest",
+    "host_files",
     "role_file_entries",
 ]

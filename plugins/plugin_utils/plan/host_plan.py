@@ -5,8 +5,9 @@ The plan is computed once on the controller. Handing the whole plan to every hos
 host) costs memory and time in the square of the node count; instead each host reads
 ``host_view(plan, host)``:
 
-- the plan's top-level keys, with the same key paths the roles use (``hosts[<me>]``,
-  ``files[<me>]``, ``services[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
+- the plan's top-level keys, with the same key paths the roles use (``hosts[<me>]``, ``files[<me>]``,
+  ``services[<me>]``, ``storage.lustre.targets[<me>]``, ``fabric_host.node_descriptions[<me>]``, ...);
+  ``files[<me>]`` is the host's role files, derived from the plan's rules (plan/files.py host_files);
 - host-indexed parts narrowed to the host (:data:`NARROWED`);
 - node-proportional tables that a file on the host must contain (``/etc/hosts``, the health
   check's node table, the switches of slurm's topology.conf, the head's Prometheus targets and the fabric's
@@ -23,12 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import host_files
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.section import section_data
+
+if TYPE_CHECKING:
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
 
 #: Node-proportional tables (and the head's large Grafana data), referenced (never copied) by the hosts
 #: that render them.
@@ -78,7 +83,6 @@ KEEP_ON: dict[str, frozenset[str]] = {
 #: views of N hosts cost O(N) together, not O(N^2).
 NARROWED: tuple[str, ...] = (
     "hosts",
-    "files",
     "services",  # the units each host's roles start (plan/services.py; the audit reads its own)
     "storage.lustre.targets",
     "storage.nvmeof.targets",
@@ -146,12 +150,16 @@ def host_view(plan: Mapping[str, Any], host: str) -> dict[str, Any]:
         )
     roles = set(hosts[host].get("roles") or [])
     view = plan_data(plan)
+    # the host's role files, derived from the plan's rules (plan/files.py): files[<host>] like a narrowed part
+    files = {host: host_files(cast("PlanView", view), host)} if "files" in view else {}  # the plan's own data
     # shared tables first: the narrowing below copies the mappings on their paths
     for path, keep_on in KEEP_ON.items():
         if not roles & keep_on:
             _replace(view, path, _empty)
     for path in NARROWED:
         _replace(view, path, _narrow(host))
+    if "files" in view:
+        view["files"] = files
     return view
 
 

@@ -183,8 +183,21 @@ class FileEntry(TypedDict):
     unit: NotRequired[Mapping[str, object]]  # a per-unit file: the unit it renders
 
 
-#: plan.files: host name -> the role files it gets.
-FilesSection = dict[str, list[FileEntry]]
+class FileRule(TypedDict):
+    """One role file the plan installs (files.RoleFile.rule): which hosts get it, once or once per unit.
+    A host's own list is files.host_files (its host view's ``files[<host>]``)."""
+
+    hosts: str  # who gets it: a key of files.HOSTS (all, a host role, or a union of roles)
+    each: NotRequired[str]  # a per-unit file: one per unit of this kind (files.EACH), at <file.dest>/<unit name>
+    file: FileEntry
+
+
+#: plan.files: the role files this plan installs, in the order a host's list has them (the interface units
+#: last); the same for every size of cluster (a host's list is derived: files.host_files).
+FilesSection = list[FileRule]
+
+#: files.host_files for every host: host name -> the role files it gets (a host view's ``files``).
+HostFiles = dict[str, list[FileEntry]]
 
 
 class PlannedUnit(TypedDict):
@@ -216,10 +229,12 @@ __all__ = [
     "ClusterSection",
     "EtcHostsSection",
     "FileEntry",
+    "FileRule",
     "FilesSection",
     "FirewallSection",
     "HostAddresses",
     "HostEntry",
+    "HostFiles",
     "HostFirewall",
     "HostsSection",
     "JsonValue",

@@ -16,6 +16,7 @@ import jinja2
 import pytest
 from conftest import ROOT, cluster_plan, collection_filters, load_inventory
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 
 EXAMPLES = sorted(p.name for p in (ROOT / "inventories" / "examples").iterdir() if (p / "hosts.yml").is_file())
@@ -47,7 +48,7 @@ def test_example_plans_and_every_host_file_renders(name: str) -> None:
     plan = cluster_plan(*load_inventory(f"examples/{name}"))
     assert plan["cluster"]["name"] == name  # build/plan/<name>/: no example overwrites a tier's plan
     envs: dict[str, jinja2.Environment] = {}
-    for host, files in plan["files"].items():
+    for host, files in files_by_host(plan).items():
         assert files, f"{name}: {host} gets no file"
         view = host_view(plan, host)
         for f in files:

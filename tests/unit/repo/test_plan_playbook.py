@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, TIERS
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl import nccl_conf_text
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
@@ -67,7 +68,7 @@ def test_make_plan_writes_the_three_outputs(inventory: str, planned: Callable[[s
     assert report.startswith(f"# Cluster plan: {out.name}")
     for section in ("## GPU clocks and power", "## Power", "## Storage sizing", "## Acceptance floors"):
         assert section in report
-    for host, files in plan["files"].items():
+    for host, files in files_by_host(plan).items():
         for f in files:
             assert (out / "hosts" / host / f["dest"].lstrip("/")).is_file(), (host, f["dest"])
     if plan["nccl"]["enabled"] and inventory in TIERS:
@@ -183,7 +184,7 @@ def test_a_plan_of_another_inventory_is_refused(planned: Callable[[str], tuple[P
         "-e", f"gpucluster_plan_file={planned('tier1')[0] / 'plan.json'}",
     )  # fmt: skip
     assert run.returncode != 0
-    assert "is not a plan (schema 1) of this inventory's hosts" in run.stdout
+    assert "is not a plan (schema 2) of this inventory's hosts" in run.stdout
 
 
 def test_bad_rollout_stops_before_any_host(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import COLLECTION_ROOT, role_files
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_by_host
 
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").is_file())
 #: roles that run on the controller and write no host file (their list is empty; no templates, no configure.yml)
@@ -85,13 +85,13 @@ def test_the_programs_are_copied_where_the_plan_runs_them() -> None:
     entries = {f["src"]: f for files in ROLE_FILES.values() for f in files if f.get("static")}
     assert {src: f["dest"] for src, f in entries.items()} == programs
     assert all(f["mode"] == "0755" and "task" not in f for f in entries.values())
-    assert {f["src"] for f in plan["files"]["compute01"] if f.get("static")} == {
+    assert {f["src"] for f in files_by_host(plan)["compute01"] if f.get("static")} == {
         "gpucluster-healthcheck",
         "gpucluster-ckpt-drain",
         "gpucluster-oci-run",  # tier3 runs its training containers with Slurm's oci.conf
         "gpucluster-activecheck",
     }
-    assert {f["src"] for f in plan["files"]["head01"] if f.get("static")} == {
+    assert {f["src"] for f in files_by_host(plan)["head01"] if f.get("static")} == {
         "gpucluster-slurm-metrics",
         "gpucluster-web-auth",
         "gpucluster-heal",
@@ -162,21 +162,21 @@ def test_files_kept_out_of_the_plan_are_on_no_host() -> None:
     assert "slurmdbd.conf.j2" in unplanned  # its database password never enters the plan
     for tier in ("tier1", "tier3"):
         plan = cluster_plan(*load_inventory(tier))
-        assert not {f["src"] for files in plan["files"].values() for f in files} & unplanned
+        assert not {f["src"] for files in files_by_host(plan).values() for f in files} & unplanned
 
 
 def test_the_filters_plan_has_the_roles_files() -> None:
     site, groups = load_inventory("tier2")
     plan = FilterModule().filters()["cluster_plan"](site, groups)
     assert plan["files"] == cluster_plan(site, groups)["files"]
-    assert all(plan["files"].values())
+    assert all(files_by_host(plan).values())
 
 
 def test_the_planned_mount_units_go_where_the_plan_says() -> None:
     """The NFS client mounts and Slurm's shared state mount: per-unit files at the plan's unit_path."""
     for tier, kind in (("tier2", "nfs_mount"), ("tier3", "lustre_mount"), ("tier4", "slurm_state_mount")):
         plan = cluster_plan(*load_inventory(tier))
-        units = [f for files in plan["files"].values() for f in files if f["src"].endswith(".mount.j2")]
+        units = [f for files in files_by_host(plan).values() for f in files if f["src"].endswith(".mount.j2")]
         assert units, (tier, kind)
         assert all(f["dest"] == f["unit"]["unit_path"] for f in units)
     # the units are rendered from the mount's data by the engine's function, not stored in the plan

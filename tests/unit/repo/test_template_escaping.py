@@ -29,6 +29,8 @@ import pytest
 import yaml
 from conftest import ROOT, TIERS, cluster_plan, collection_filters, load_inventory
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
+
 NAME = "Ai._lab_.x-1"  # cluster_name: letters, digits, '.', '_', '-' ('_' next to '.' is Markdown emphasis)
 DOMAIN = "ai-lab.example-1.org"
 NTP = ["ntp-1.example.org", "2001:db8::1", "192.0.2.7"]
@@ -137,7 +139,7 @@ def rendered(case: str) -> list[tuple[str, dict[str, Any], str]]:
     plan = tricky_plan(case)
     return [
         (host, f, _render(plan, host, f))
-        for host, files in plan["files"].items()
+        for host, files in files_by_host(plan).items()
         for f in files
         # a copied entry (static: true, a program of files/) is no template: no inventory string reaches it
         if f["role"] in ROLES and not NOT_REVIEWED.match(f["src"]) and not f.get("static")
@@ -311,16 +313,13 @@ def test_report_names_are_text_not_markdown() -> None:
     """report.md: '_' next to punctuation would be emphasis (CommonMark 6.2); report.html shows it literally."""
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html
 
-    plan = tricky_plan("tier3")
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import sections as report
+    from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import plan_report
 
+    plan = tricky_plan("tier3")
     markdown = (
         _env(ROOT / "playbooks" / "templates")
         .get_template("report.md.j2")
-        .render(
-            gpucluster_plan=plan,
-            gpucluster_plan_report={"sections": report.report_sections(plan), "summary": report.report_summary(plan)},
-        )
+        .render(gpucluster_plan=plan, gpucluster_plan_report=plan_report(plan))
     )
     page = html.markdown_html(markdown)
     assert f"<h1>Cluster plan: {NAME} (tier3)</h1>" in page

@@ -109,4 +109,4 @@ def test_the_sections_are_handed_over_as_plan_sections(monkeypatch: pytest.Monke
     result = _action(monkeypatch, {"site": copy.deepcopy(site), "groups": groups}).run(task_vars={})
     assert gc.isenabled()
     assert isinstance(result["hosts"], PlanSection) and isinstance(result["cluster"], PlanSection)
-    assert result["schema"] == 1
+    assert result["schema"] == 2

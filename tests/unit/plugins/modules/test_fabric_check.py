@@ -20,6 +20,7 @@ import pytest
 from conftest import HAVE_IBSIM, ROOT, lab_runner, listed, load_inventory, needs_ibsim
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 DATA = ROOT / "tests" / "data" / "ibnetdiscover"
 
@@ -265,7 +266,7 @@ def _opensm_files(plan: dict[str, Any], head: str = "head01") -> dict[str, str]:
     from conftest import render_role_template
 
     out = {}
-    for entry in plan["files"][head]:
+    for entry in files_by_host(plan)[head]:
         if entry["role"] == "fabric" and entry["dest"].startswith("/etc/opensm/"):
             out[entry["dest"].rsplit("/", 1)[1]] = render_role_template("fabric", entry["src"], plan, head)
     return out

@@ -18,6 +18,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.report impo
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.audit.request import host_request, planned_layouts
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.mig import mig_enabled
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.services import FIREWALL_UNIT
 
@@ -123,7 +124,7 @@ def collected(plan: dict[str, Any]) -> dict[str, Any]:
     hosts = sorted(plan["hosts"])
     return {
         "hosts": {h: as_planned(plan, h) for h in hosts},
-        "planned_files": {h: {f["dest"]: sha(h, f["dest"]) for f in plan["files"][h]} for h in hosts},
+        "planned_files": {h: {f["dest"]: sha(h, f["dest"]) for f in files_by_host(plan)[h]} for h in hosts},
     }
 
 
@@ -514,7 +515,7 @@ def test_host_request_follows_the_roles() -> None:
     assert "slurmd" in compute["services"] and "slurmctld" not in compute["services"]
     assert compute["gpu"] and compute["hca"] and compute["fabric_manager"]
     assert not (oss["gpu"] or oss["hca"] or oss["fabric_manager"])
-    assert compute["files"] == [f["dest"] for f in plan["files"]["compute01"]]
+    assert compute["files"] == [f["dest"] for f in files_by_host(plan)["compute01"]]
     assert head["nft_table"] == plan["firewall"]["table"]
     with pytest.raises(PlanError, match="audit host"):
         host_request(host_view(plan, "head01"), "compute99")
@@ -534,7 +535,7 @@ def test_host_request_in_the_lab_leaves_out_fabric_manager_unit() -> None:
 def test_any_single_file_edit_is_exactly_one_drift_finding(data: st.DataObject) -> None:
     plan = plan_of("tier3")
     host = data.draw(st.sampled_from(sorted(plan["hosts"])))
-    dest = data.draw(st.sampled_from([f["dest"] for f in plan["files"][host]]))
+    dest = data.draw(st.sampled_from([f["dest"] for f in files_by_host(plan)[host]]))
     facts = collected(plan)
     facts["hosts"][host]["files"][dest] = data.draw(st.one_of(st.none(), st.text(min_size=1, max_size=8)))
     f = only(audit(plan, facts))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import bringup
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 H100 = catalog.GPUS["h100_sxm"]
 DMABUF_OK = {"driver_branch": 570, "kernel_modules": "open", "kernel_version": "6.8.0-45-generic"}
@@ -184,7 +185,7 @@ def test_no_reference_plan_loads_a_module_debian_cannot_provide(tier: str) -> No
     plan = cluster_plan(*load_inventory(tier))
     gd = plan["gpu"]["bringup"]["gpudirect"]
     assert gd["method"] == "dmabuf" and gd["module"] is None
-    files = {f["dest"]: f["src"] for f in plan["files"]["compute01"]}
+    files = {f["dest"]: f["src"] for f in files_by_host(plan)["compute01"]}
     assert bringup.MODULES_LOAD_FILE not in files
     assert files[bringup.GRUB_DROPIN] == "grub-gpucluster.cfg.j2"
     assert files[f"/etc/systemd/system/{bringup.ACS_UNIT}"] == "gpucluster-pcie-acs.service.j2"
@@ -200,7 +201,7 @@ def test_examples_plan_no_unloadable_module() -> None:
 @pytest.mark.parametrize("tier", ["tier2", "tier3", "tier4", "tier4-k8s"])
 def test_compute_nodes_get_fabric_manager_and_the_pcie_files(tier: str) -> None:
     plan = cluster_plan(*load_inventory(tier))
-    files = {f["dest"]: f["src"] for f in plan["files"]["compute01"]}
+    files = {f["dest"]: f["src"] for f in files_by_host(plan)["compute01"]}
     assert files["/etc/systemd/system/nvidia-fabricmanager.service.d/gpucluster.conf"] == "nvidia-fabricmanager.conf.j2"
     dropin = render_role_template("compute", "nvidia-fabricmanager.conf.j2", plan, "compute01")
     assert "\nBefore=gpucluster-gpu-clocks.service gpucluster-mig.service nvidia-dcgm.service" in dropin
@@ -211,7 +212,7 @@ def test_compute_nodes_get_fabric_manager_and_the_pcie_files(tier: str) -> None:
     acs = render_role_template("compute", "gpucluster-pcie-acs.j2", plan, "compute01")
     assert acs.startswith("#!/bin/sh\n") and "0x0604*)" in acs
     assert 'setpci -s "$bdf" ECAP_ACS+0x6.w=0000' in acs
-    assert all("nvidia-fabricmanager" not in f["dest"] for f in plan["files"]["head01"])
+    assert all("nvidia-fabricmanager" not in f["dest"] for f in files_by_host(plan)["head01"])
 
 
 def test_doca_declared_plans_peermem_and_its_file() -> None:
@@ -220,7 +221,7 @@ def test_doca_declared_plans_peermem_and_its_file() -> None:
     plan = cluster_plan({**site, "gpucluster_node": node}, groups)
     gd = plan["gpu"]["bringup"]["gpudirect"]
     assert gd["method"] == "nvidia_peermem" and gd["doca_ofed"]
-    files = {f["dest"]: f["src"] for f in plan["files"]["compute01"]}
+    files = {f["dest"]: f["src"] for f in files_by_host(plan)["compute01"]}
     assert files[bringup.MODULES_LOAD_FILE] == "gpudirect-modules.conf.j2"
     assert render_role_template("compute", "gpudirect-modules.conf.j2", plan, "compute01").endswith(
         "\nnvidia_peermem\n"
@@ -245,7 +246,7 @@ def test_role_file_list_names_the_engines_modules_load_path() -> None:
 def test_tier1_without_a_fabric_loads_no_peermem() -> None:
     plan = cluster_plan(*load_inventory("tier1"))
     host = next(h for h, v in plan["hosts"].items() if "compute" in v["roles"])
-    dests = [f["dest"] for f in plan["files"][host]]
+    dests = [f["dest"] for f in files_by_host(plan)[host]]
     assert bringup.MODULES_LOAD_FILE not in dests
     assert "/etc/systemd/system/nvidia-fabricmanager.service.d/gpucluster.conf" in dests  # still an HGX board
 

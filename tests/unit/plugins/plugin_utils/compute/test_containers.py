@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import containers
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 
 def _tier(tier: str, section: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def _error(tier: str, section: dict[str, Any]) -> PlanError:
 
 
 def _files(plan: dict[str, Any], host: str) -> dict[str, str]:
-    return {f["dest"]: f["src"] for f in plan["files"][host]}
+    return {f["dest"]: f["src"] for f in files_by_host(plan)[host]}
 
 
 def test_tier3_compute_gets_oci_conf_whose_mounts_and_env_are_the_plans() -> None:
@@ -140,7 +141,7 @@ def test_no_runtime_by_default_and_no_file() -> None:
     for tier in ("tier1", "tier2", "tier4"):
         plan = _tier(tier)
         assert plan["containers"]["runtime"] == "none"
-        for host in plan["files"]:
+        for host in files_by_host(plan):
             assert not any(
                 d.startswith(("/etc/enroot", "/etc/slurm/oci.conf", "/etc/slurm/plugstack")) for d in _files(plan, host)
             )
@@ -197,7 +198,7 @@ def test_kubernetes_path_installs_no_runtime() -> None:
     plan = cluster_plan(site, groups)
     c = plan["containers"]
     assert c["runtime"] == "none" and "GPU Operator" in c["reason"]
-    assert not any(f["src"] in ("oci.conf.j2", "enroot.conf.j2") for f in plan["files"]["compute01"])
+    assert not any(f["src"] in ("oci.conf.j2", "enroot.conf.j2") for f in files_by_host(plan)["compute01"])
     # the Ray workers mount what a Slurm job container gets, and carry nccl.conf's environment
     worker = next(m["object"] for m in plan["kubernetes"]["manifests"] if m["object"]["kind"] == "RayCluster")
     pod = worker["spec"]["workerGroupSpecs"][0]["template"]["spec"]

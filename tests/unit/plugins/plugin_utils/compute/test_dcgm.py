@@ -22,6 +22,7 @@ from conftest import ROLE_FILES, ROOT, TIERS, cluster_plan, load_inventory, rend
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import dcgm
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import rules_yaml
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 ROLE = ROOT / "roles" / "compute"
 POLICY_UNIT = "/etc/systemd/system/gpucluster-dcgm-policy.service"
@@ -122,7 +123,7 @@ def test_files_are_in_the_manifest_of_every_compute_node(tier_plan: dict[str, An
     ):
         listed = next(f for f in ROLE_FILES["compute"] if f["src"] == src)
         assert (listed["dest"], listed["hosts"], listed.get("task")) == (dest, "compute", None)
-    for host, files in tier_plan["files"].items():
+    for host, files in files_by_host(tier_plan).items():
         dests = {f["dest"] for f in files}
         is_compute = "compute" in tier_plan["hosts"][host]["roles"]
         assert ({POLICY_UNIT, COUNTERS, DROP_IN, HOSTENGINE_DROP_IN} <= dests) == is_compute, host

@@ -27,6 +27,7 @@ from conftest import (
 )
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import healing
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 
 def load_with_dataclasses(path: Path, name: str) -> Any:
@@ -342,10 +343,10 @@ def test_the_head_runs_the_loop_every_interval_as_root(tier4: dict[str, Any]) ->
     assert f"OnUnitActiveSec={tier4['healing']['remediation']['interval_s']}s" in timer
     heal_json = render_role_template_with_filters("head", "heal.json.j2", tier4, head)
     assert json.loads(heal_json) == json.loads(json.dumps(tier4["healing"]))
-    dests = {f["dest"] for f in tier4["files"][head]}
+    dests = {f["dest"] for f in files_by_host(tier4)[head]}
     assert {"/usr/local/sbin/gpucluster-heal", "/etc/gpucluster/heal.json"} <= dests
     assert {"/etc/systemd/system/gpucluster-heal.service", "/etc/systemd/system/gpucluster-heal.timer"} <= dests
-    node = {f["dest"] for f in tier4["files"]["compute01"]}
+    node = {f["dest"] for f in files_by_host(tier4)["compute01"]}
     assert {"/usr/local/sbin/gpucluster-activecheck", "/etc/gpucluster/activecheck.json"} <= node
     assert (
         ac.DEFAULT_CONFIG == "/etc/gpucluster/activecheck.json" and heal.DEFAULT_CONFIG == "/etc/gpucluster/heal.json"

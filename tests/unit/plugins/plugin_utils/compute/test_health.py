@@ -20,6 +20,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, load_script
 from ansible_collections.gpucluster.tiers.plugins.module_utils import gpu
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import health
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.health import REASON_PREFIX, health_config
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import settings as slurm_settings
 
 SCRIPT = ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck"
@@ -68,7 +69,7 @@ def test_config_is_installed_on_compute_nodes(plan: dict[str, Any]) -> None:
     assert (listed["dest"], listed["hosts"]) == (entry["dest"], "compute")
 
     def placed(host: str) -> list[dict[str, Any]]:  # role, template, destination of each manifest entry
-        return [{key: f[key] for key in entry} for f in plan["files"][host]]
+        return [{key: f[key] for key in entry} for f in files_by_host(plan)[host]]
 
     assert entry in placed(NODE)
     assert entry not in placed("head01")
@@ -642,7 +643,7 @@ def test_pcie_model_reads_no_fabric_state(tmp_path: Path) -> None:
     pcie = cluster_plan({**site, "gpucluster_node": node_vars}, groups)
     assert pcie["health"]["gpu"]["fabric_state"] is False and pcie["health"]["gpu"]["nvlink_links"] is None
     assert not pcie["gpu"]["bringup"]["fabric_manager"]["required"]
-    assert all(f["src"] != "nvidia-fabricmanager.conf.j2" for f in pcie["files"][NODE])
+    assert all(f["src"] != "nvidia-fabricmanager.conf.j2" for f in files_by_host(pcie)[NODE])
 
 
 def test_prolog_checks_the_fabric_before_a_job(node: Node) -> None:

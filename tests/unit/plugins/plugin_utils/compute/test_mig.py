@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 H100 = mig.geometry(GPUS["h100_sxm"])
@@ -221,7 +222,7 @@ def test_no_policy_no_mig_and_the_reference_slurm_lines_stay() -> None:
     assert [n["gres"] for n in plan["slurm"]["nodes"]] == ["gpu:h100:8"]
     assert not any("AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
     assert plan["slurm"]["accounting_tres"] == "gres/gpu"
-    assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in plan["files"]["compute01"])
+    assert not any(f["src"].startswith(("gpucluster-mig", "nvidia-mig")) for f in files_by_host(plan)["compute01"])
     assert not any(s["title"] == "MIG partitioning" for s in report_sections(plan))
 
 
@@ -380,7 +381,7 @@ def test_nodes_without_an_entry_keep_their_whole_gpus() -> None:
 
 def test_the_compute_role_files_and_the_report_section() -> None:
     plan = _tier2(POLICY)
-    srcs = {f["src"] for f in plan["files"]["compute02"]}
+    srcs = {f["src"] for f in files_by_host(plan)["compute02"]}
     assert {"nvidia-mig-parted-config.yaml.j2", "gpucluster-mig.service.j2"} <= srcs
     section = next(s for s in report_sections(plan) if s["title"] == "MIG partitioning")
     assert section["rows"][0][1] == "3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb"

@@ -23,7 +23,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.nccl impo
     topology_xml_text,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import NCCL_TOPO_FILE, files_by_host
 
 HCAS = [f"mlx5_{i}" for i in range(8)]
 
@@ -105,7 +105,7 @@ def test_reference_tiers_write_no_topology_file(tier: str) -> None:
     assert nccl["topo_file"] is None and nccl["topology_tree"] is None
     assert "NCCL_TOPO_FILE" not in nccl["conf"] and "NCCL_TOPO_FILE" not in nccl_conf_text(nccl["conf"])
     assert "sysfs" in nccl["topology_reason"] and "\n" not in nccl["topology_reason"]
-    for host, files in plan["files"].items():
+    for host, files in files_by_host(plan).items():
         assert NCCL_TOPO_FILE not in [f["dest"] for f in files], host
 
 
@@ -166,7 +166,7 @@ def test_tier3_opt_in_places_each_gpu_under_its_nics_switch() -> None:
     for pci in root.iter("pci"):
         assert pci.get("link_speed") in PCIE_LINK_SPEED.values() and pci.get("link_width") == "16"
     # the file is on every compute node and nowhere else; the role template renders the plan's text
-    for host, files in plan["files"].items():
+    for host, files in files_by_host(plan).items():
         has = NCCL_TOPO_FILE in [f["dest"] for f in files]
         assert has == ("compute" in plan["hosts"][host]["roles"]), host
     assert render_role_template("compute", "nccl-topo.xml.j2", plan, "compute01") == topology_xml_text(

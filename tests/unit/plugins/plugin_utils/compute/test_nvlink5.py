@@ -21,6 +21,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, load_script
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import bringup, health
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import catalog
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import topology
 
 hc = load_script(ROOT / "roles" / "compute" / "files" / "gpucluster-healthcheck", "gpucluster_healthcheck_nvl5")
@@ -63,7 +64,7 @@ def test_b200_plans_nvlsm_and_ib_umad_with_fabric_manager(b200: dict[str, Any]) 
     assert fm["required"] and fm["nvlsm"]["required"]
     assert fm["nvlsm"]["package"] == "nvlsm" and fm["nvlsm"]["modules"] == ["ib_umad"]
     node = b200["cluster"]["compute_hostlist"].split("[")[0] + "01"
-    files = {f["src"]: f for f in b200["files"][node]}
+    files = {f["src"]: f for f in files_by_host(b200)[node]}
     assert files["nvlsm-modules.conf.j2"]["dest"] == bringup.NVLSM_MODULES_LOAD_FILE
     assert render_role_template("compute", "nvlsm-modules.conf.j2", b200, node).splitlines()[-1] == "ib_umad"
     dropin = render_role_template("compute", "nvidia-fabricmanager.conf.j2", b200, node)
@@ -79,7 +80,7 @@ def test_hopper_plans_no_nvlsm() -> None:
     plan = cluster_plan(*load_inventory("tier4"))
     assert not plan["gpu"]["bringup"]["fabric_manager"]["nvlsm"]["required"]
     assert plan["health"]["gpu"]["nvlsm"] is None
-    assert all(f["src"] != "nvlsm-modules.conf.j2" for f in plan["files"]["compute01"])
+    assert all(f["src"] != "nvlsm-modules.conf.j2" for f in files_by_host(plan)["compute01"])
     assert "After=" not in render_role_template("compute", "nvidia-fabricmanager.conf.j2", plan, "compute01")
 
 

@@ -23,6 +23,7 @@ from conftest import ROLE_FILES, ROOT, cluster_plan, load_inventory, render_role
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections
 
 TEMPLATES = ROOT / "roles" / "fabric" / "templates"
@@ -34,7 +35,7 @@ def _render(src: str, plan: dict[str, Any], host: str) -> str:
 
 def _fabric_files(plan: dict[str, Any], host: str) -> dict[str, str]:
     """dest -> rendered text of the fabric role's files on ``host`` (from the plan's manifest)."""
-    return {f["dest"]: _render(f["src"], plan, host) for f in plan["files"][host] if f["role"] == "fabric"}
+    return {f["dest"]: _render(f["src"], plan, host) for f in files_by_host(plan)[host] if f["role"] == "fabric"}
 
 
 def _site(tier: str, **fabric: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -175,9 +176,9 @@ def test_infiniband_tiers_run_opensm_on_the_head(tier: str) -> None:
     assert [p["subnet"] for p in ports] == fh["opensm"]["subnets"]
     assert fh["node_descriptions"][head] == [{"hca": p["hca"], "desc": f"{head} {p['hca']}"} for p in ports]
     assert fh["node_descriptions"][computes[1]][3] == {"hca": "mlx5_3", "desc": f"{computes[1]} mlx5_3"}
-    head_files = {f["dest"] for f in plan["files"][head] if f["role"] == "fabric"}
+    head_files = {f["dest"] for f in files_by_host(plan)[head] if f["role"] == "fabric"}
     assert head_files == {"/etc/opensm/opensm.conf", "/etc/opensm/partitions.conf", "/etc/default/opensm"}
-    assert not [f for f in plan["files"][computes[0]] if f["role"] == "fabric"]
+    assert not [f for f in files_by_host(plan)[computes[0]] if f["role"] == "fabric"]
 
 
 @pytest.mark.parametrize(
@@ -235,7 +236,7 @@ def test_tier1_has_no_fabric_work() -> None:
     plan = cluster_plan(*load_inventory("tier1"))
     fh = plan["fabric_host"]
     assert fh["infiniband_hosts"] == fh["roce_hosts"] == [] and fh["opensm"] is None
-    assert not [f for f in plan["files"]["dgx01"] if f["role"] == "fabric"]
+    assert not [f for f in files_by_host(plan)["dgx01"] if f["role"] == "fabric"]
 
 
 def test_switch_subnet_manager_leaves_the_head_alone() -> None:
@@ -243,7 +244,7 @@ def test_switch_subnet_manager_leaves_the_head_alone() -> None:
     fh = plan["fabric_host"]
     assert fh["opensm"] is None and fh["check_ignore"] == []
     assert "head01" not in fh["infiniband_hosts"]
-    assert not [f for f in plan["files"]["head01"] if f["role"] == "fabric"]
+    assert not [f for f in files_by_host(plan)["head01"] if f["role"] == "fabric"]
 
 
 def test_opensm_files_carry_the_plan(tier3: tuple[dict[str, Any], dict[str, list[str]]]) -> None:
@@ -375,7 +376,7 @@ def test_roce_plan_renders_one_traffic_class(roce_tier2: dict[str, Any]) -> None
     assert "Type=oneshot" in unit and "RemainAfterExit=yes" in unit
     assert "ToS 106" in unit
     # the head gets no RoCE files; the rails' interface units carry the RoCE MTU
-    assert not [f for f in plan["files"]["head01"] if f["role"] == "fabric"]
+    assert not [f for f in files_by_host(plan)["head01"] if f["role"] == "fabric"]
     units = plan["hosts"]["compute01"]["network_units"]
     assert {u["mtu"] for u in units if u["purpose"] == "compute"} == {4200}
     assert all("mtu" not in u for u in units if u["purpose"] != "compute")

@@ -28,6 +28,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import alerts as mon
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import rulebook
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool not installed (Debian package prometheus)")
@@ -285,10 +286,10 @@ def test_alertmanager_config_inhibits_only_known_alerts(tier: str) -> None:
 
 def test_the_head_gets_the_monitoring_files(tier: str) -> None:
     plan = _plan(tier)
-    head = {f["dest"] for f in plan["files"][plan["cluster"]["head"]]}
+    head = {f["dest"] for f in files_by_host(plan)[plan["cluster"]["head"]]}
     assert {"/etc/prometheus/prometheus.yml", RULES_DEST, TESTS_DEST, "/etc/prometheus/alertmanager.yml"} <= head
     others = [h for h, v in plan["hosts"].items() if "head" not in v["roles"]]
-    assert not [h for h in others if RULES_DEST in {f["dest"] for f in plan["files"][h]}]
+    assert not [h for h in others if RULES_DEST in {f["dest"] for f in files_by_host(plan)[h]}]
     assert all((TEMPLATES / f["src"]).is_file() for f in ROLE_FILES["head"] if not f.get("static"))
 
 

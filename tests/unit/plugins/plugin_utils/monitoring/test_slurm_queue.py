@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, cluster_plan, load_inventory, load_script, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import slurm_queue
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 SCRIPT = ROOT / "roles" / "head" / "files" / "gpucluster-slurm-metrics"
 
@@ -172,7 +173,7 @@ def test_units_run_the_planned_program_every_scrape_interval() -> None:
     assert "ProtectSystem=strict\n" in service and f"ReadWritePaths={queue['output_dir']}\n" in service
     assert "User=root" not in service
     assert f"OnUnitActiveSec={queue['interval']}\n" in timer and "WantedBy=timers.target" in timer
-    files = {f["dest"] for f in plan["files"][head]}
+    files = {f["dest"] for f in files_by_host(plan)[head]}
     assert {
         "/etc/systemd/system/gpucluster-slurm-metrics.service",
         "/etc/systemd/system/gpucluster-slurm-metrics.timer",

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import gpu_model
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import rules_yaml
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 
 def test_every_tier_plans_and_is_json(tier_inventory: tuple[str, dict[str, Any], dict[str, list[str]]]) -> None:
@@ -32,7 +33,7 @@ def test_every_tier_plans_and_is_json(tier_inventory: tuple[str, dict[str, Any],
     # every host has addresses and a file list, and every file has a template
     for name, host in plan["hosts"].items():
         assert host["addresses"]["management"]
-        assert plan["files"][name], name
+        assert files_by_host(plan)[name], name
 
 
 def test_tier1_single_server_carries_every_role() -> None:
@@ -43,7 +44,7 @@ def test_tier1_single_server_carries_every_role() -> None:
     assert set(plan["hosts"]["dgx01"]["roles"]) >= {"head", "compute", "storage"}
     assert plan["nccl"]["enabled"] is False  # NVLink only: no /etc/nccl.conf
     assert plan["fabric"]["slurm_topology"] == []  # no switch: no topology.conf
-    dests = [f["dest"] for f in plan["files"]["dgx01"]]
+    dests = [f["dest"] for f in files_by_host(plan)["dgx01"]]
     assert "/etc/nccl.conf" not in dests
 
 

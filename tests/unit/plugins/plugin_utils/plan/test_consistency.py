@@ -5,7 +5,7 @@ sourced power and clock limits, 1..64 compute nodes, feasible rack budgets, ever
 type, every clock policy, air or DLC), the files the roles render for a host carry the
 plan's numbers and nothing else, and the plan's numbers lie within the catalog's hardware
 limits. Templates are rendered as the roles render them (conftest.render_role_template),
-chosen from the plan's own manifest, plan["files"][host].
+chosen from the plan's own manifest, files_by_host(plan)[host].
 
 The parsers are strict on purpose: every ``nvidia-smi -pl`` in the clocks unit, every
 the DCGM unit (no policy numbers), every comparison and every number with a unit in the
@@ -39,6 +39,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import lin
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.catalog import GPUS, GpuModel
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring.alerts import IB_ACTIVE
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 #: Catalog models whose power range and clock maxima are all sourced: the ones a site can plan
 #: every clock policy for without gpu_facts (catalog.py; clocks.py refuses the others).
@@ -182,7 +183,7 @@ def check_nccl(text: str, plan: dict[str, Any], s: Site) -> None:
     assert conf.get("NCCL_TOPO_FILE") == topo
     if topo:  # the file NCCL is pointed at is installed on every compute node
         for host in _plan_hosts(plan, "compute"):
-            assert topo in {f["dest"] for f in plan["files"][host]}, host
+            assert topo in {f["dest"] for f in files_by_host(plan)[host]}, host
 
 
 def _gres_type(plan: dict[str, Any]) -> str:
@@ -387,7 +388,7 @@ def check_power(plan: dict[str, Any], s: Site) -> None:
 def check_manifest(plan: dict[str, Any]) -> None:
     """The templates checked here are in the manifest of exactly the hosts that install them."""
     for host, info in plan["hosts"].items():
-        have = {(f["role"], f["src"]) for f in plan["files"][host]}
+        have = {(f["role"], f["src"]) for f in files_by_host(plan)[host]}
         compute, head = "compute" in info["roles"], "head" in info["roles"]
         for item in (CLOCKS, DCGM, HEALTH, GRES):
             assert (item in have) == compute, (host, item)
@@ -404,7 +405,7 @@ def check_consistency(plan: dict[str, Any], s: Site, hosts: list[str] | None = N
     check_power(plan, s)
     checked = 0
     for host in hosts or sorted(plan["hosts"]):
-        for item in plan["files"][host]:
+        for item in files_by_host(plan)[host]:
             key = (item["role"], item["src"])
             if key not in CHECKS:
                 continue

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import FilterModule
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (
     KEEP_ON,
     SHARED,
@@ -57,7 +58,7 @@ def _render(role: str, src: str, plan: dict[str, Any], host: str, item: dict[str
 @pytest.mark.parametrize("tier", TIERS)
 def test_every_file_renders_the_same_from_the_view(tier: str) -> None:
     plan = _plan(tier)
-    for host, files in plan["files"].items():
+    for host, files in files_by_host(plan).items():
         view = host_view(plan, host)
         assert view["files"][host] == files
         for f in files:

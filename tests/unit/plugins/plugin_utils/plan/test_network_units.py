@@ -10,6 +10,7 @@ import pytest
 from conftest import cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 SITES = ["tier1", "tier2", "tier3", "tier4", "tier4-k8s", "examples/tier2-mig", "examples/tier3-beegfs"]
 
@@ -47,7 +48,7 @@ def test_a_storage_nic_that_is_the_management_nic_is_never_handed_over() -> None
 
 
 def _unit(plan: dict[str, Any], host: str, network: str) -> str:
-    item = next(f for f in plan["files"][host] if f["src"] == "network.j2" and f["unit"]["network"] == network)
+    item = next(f for f in files_by_host(plan)[host] if f["src"] == "network.j2" and f["unit"]["network"] == network)
     return render_role_template("common", "network.j2", plan, host, item=item)
 
 

@@ -33,6 +33,7 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Facility, Workload, load_site
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.monitoring import plan as monitoring_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import assembly, system
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import interfaces, lustre_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import plan as storage_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import plan as validation_plan
@@ -125,7 +126,7 @@ def test_the_removed_documents_stay_out_of_the_plan() -> None:
     assert {"datasource_yaml", "provider_yaml"}.isdisjoint(plan["monitoring"]["grafana"])
     tier4 = cluster_plan(*load_inventory("tier4"))
     assert "unit_text" not in tier4["slurm"]["ha"]["state_save_mount"]
-    assert all("unit_text" not in f.get("unit", {}) for files in tier4["files"].values() for f in files)
+    assert all("unit_text" not in f.get("unit", {}) for files in files_by_host(tier4).values() for f in files)
     tier2 = cluster_plan(*load_inventory("tier2"))
     assert all("unit_text" not in m for m in tier2["storage"]["nfs"]["client_mounts"])
     nvme = cluster_plan(*load_inventory("examples/tier2-nvmeof"))["storage"]["nvmeof"]

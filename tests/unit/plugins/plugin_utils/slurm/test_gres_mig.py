@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute import mig
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 
 PROGRAM = ROOT / "roles" / "slurm" / "files" / "gpucluster-mig-gres"
 Q_H100 = ROOT / "tests" / "data" / "nvidia-smi" / "h100-580-q.txt"
@@ -145,7 +146,7 @@ def test_a_plan_without_mig_has_no_mig_part() -> None:
         "reason": None,
     }
     assert not any("Include" in line or "AutoDetect" in line for line in plan["slurm"]["gres_conf_lines"])
-    assert not any(f["src"] == "gpucluster-mig-gres" for f in plan["files"]["compute01"])
+    assert not any(f["src"] == "gpucluster-mig-gres" for f in files_by_host(plan)["compute01"])
 
 
 @pytest.mark.parametrize("host", ["compute01", "compute02"])
@@ -210,10 +211,10 @@ def test_the_program_writes_the_file_and_fails_with_the_difference(
 
 
 def test_the_role_installs_the_program_with_slurmd_s_drop_in(mig_plan: dict[str, Any]) -> None:
-    files = {f["src"]: f for f in mig_plan["files"]["compute01"] if f["role"] == "slurm"}
+    files = {f["src"]: f for f in files_by_host(mig_plan)["compute01"] if f["role"] == "slurm"}
     assert files["gpucluster-mig-gres"]["dest"] == mig_plan["slurm"]["gres_mig"]["program"] == mig.GRES_MIG_PROGRAM
     assert files["gres-mig.json.j2"]["dest"] == mig.GRES_MIG_JSON
-    assert not any(f["src"] == "gpucluster-mig-gres" for f in mig_plan["files"]["head01"])
+    assert not any(f["src"] == "gpucluster-mig-gres" for f in files_by_host(mig_plan)["head01"])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "roles" / "slurm" / "templates")))
     env.filters["to_nice_json"] = lambda v, sort_keys=True: json.dumps(v, indent=4, sort_keys=sort_keys)
     drop_in = env.get_template("slurmd-mig-gres.conf.j2").render(gpucluster_host_plan=mig_plan)

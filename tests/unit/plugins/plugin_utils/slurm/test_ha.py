@@ -11,6 +11,7 @@ import pytest
 from conftest import cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import ha
 
 ADDRESSES = {"hosts": {"head01": {"management": "10.0.0.10"}, "ctl02": {"management": "10.0.0.30"}}}
@@ -165,7 +166,7 @@ def test_the_backup_is_planned_last_and_moves_no_address(tier4: dict[str, Any]) 
 
 def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[str, Any]) -> None:
     assert tier4["hosts"]["head02"]["firewall"]["tcp_ports"] == [6817, 9100]
-    files = {f["dest"] for f in tier4["files"]["head02"] if f["role"] == "slurm"}
+    files = {f["dest"] for f in files_by_host(tier4)["head02"] if f["role"] == "slurm"}
     assert files == {
         "/etc/slurm/slurm.conf",
         "/etc/slurm/cgroup.conf",
@@ -178,7 +179,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
         "/etc/systemd/system/gpucluster-slurmctld-standby.path",
         "/etc/systemd/system/gpucluster-slurmctld-standby.service",
     }
-    head = {f["dest"] for f in tier4["files"]["head01"]}
+    head = {f["dest"] for f in files_by_host(tier4)["head01"]}
     controller = {
         "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf",
         "/usr/local/sbin/gpucluster-slurmctld-primary-on",  # SlurmctldPrimaryOnProg, the takeover hook
@@ -191,7 +192,7 @@ def test_the_backup_opens_slurmctld_and_gets_the_controller_files(tier4: dict[st
     hook = json.loads(render_role_template("slurm", "slurmctld-primary-on.json.j2", tier4, "head02", core_filters=True))
     assert hook == tier4["slurm"]["ha"]["primary_on"]["config"]
     assert "/etc/systemd/system/slurmctld.service.d/gpucluster-state.conf" not in {
-        f["dest"] for f in tier4["files"]["compute01"]
+        f["dest"] for f in files_by_host(tier4)["compute01"]
     }
     dropin = render_role_template("slurm", "slurmctld-state.conf.j2", tier4, "head02")
     assert "RequiresMountsFor=/var/spool/slurmctld\n" in dropin

@@ -9,6 +9,7 @@ import pytest
 from conftest import cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import mpi
 
 HCAS = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
@@ -117,7 +118,7 @@ def test_roce_site_gets_the_same_tos_as_nccl() -> None:
 def test_single_node_tier_writes_no_mpi_files_but_still_uses_pmix() -> None:
     plan = _plan("tier1")
     assert plan["slurm"]["mpi"]["mpi_default"] == "pmix" and not plan["slurm"]["mpi"]["files"]
-    dests = {f["dest"] for files in plan["files"].values() for f in files}
+    dests = {f["dest"] for files in files_by_host(plan).values() for f in files}
     assert mpi.UCX_CONF not in dests and mpi.OPENMPI_MCA_PARAMS not in dests
 
 
@@ -132,7 +133,7 @@ def test_templates_render_the_plan() -> None:
     lines = [line for line in ompi.splitlines() if line and not line.startswith("#")]
     # sorted by name: a plan loaded from plan.json (sorted keys) renders the same bytes
     assert lines == [f"{k} = {v}" for k, v in sorted(plan["slurm"]["mpi"]["openmpi"].items())]
-    dests = {f["dest"] for f in plan["files"][host]}
+    dests = {f["dest"] for f in files_by_host(plan)[host]}
     assert {mpi.UCX_CONF, mpi.OPENMPI_MCA_PARAMS} <= dests
 
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import cluster_plan, load_inventory, render_role_template
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.slurm import tenancy
 
 
@@ -87,7 +88,7 @@ def test_pam_files_exempt_root_and_the_admin_group_then_adopt() -> None:
 
 
 def test_the_pam_files_are_planned_for_compute_nodes_only(tier3: dict[str, Any]) -> None:
-    dests = {h: {f["dest"] for f in files} for h, files in tier3["files"].items()}
+    dests = {h: {f["dest"] for f in files} for h, files in files_by_host(tier3).items()}
     for host, roles in ((h, tier3["hosts"][h]["roles"]) for h in tier3["hosts"]):
         planned = "/etc/pam.d/gpucluster-slurm-adopt" in dests.get(host, set())
         assert planned == ("compute" in roles), host

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import beegfs
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre import lustre_layouts
 
@@ -101,7 +102,7 @@ def test_tcp_fabric_means_no_rdma_and_workers_follow_the_inventory() -> None:
 
 def test_the_files_go_to_each_service_and_the_clients() -> None:
     plan = _plan()
-    dests = {h: {f["dest"] for f in fs} for h, fs in plan["files"].items()}
+    dests = {h: {f["dest"] for f in fs} for h, fs in files_by_host(plan).items()}
     assert {"/etc/beegfs/beegfs-mgmtd.conf", "/etc/beegfs/beegfs-meta.conf"} <= dests["meta01"]
     assert "/etc/beegfs/beegfs-storage.conf" not in dests["meta01"]
     assert (
@@ -114,7 +115,7 @@ def test_the_files_go_to_each_service_and_the_clients() -> None:
     }
     assert client <= dests["compute01"] and not client & dests["head01"]
     tier3 = cluster_plan(*load_inventory("tier3"))
-    assert not any(f["dest"].startswith("/etc/beegfs") for fs in tier3["files"].values() for f in fs)
+    assert not any(f["dest"].startswith("/etc/beegfs") for fs in files_by_host(tier3).values() for f in fs)
 
 
 @pytest.mark.parametrize("service", ["mgmtd", "meta", "storage", "client"])

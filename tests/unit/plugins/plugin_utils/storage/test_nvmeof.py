@@ -13,6 +13,7 @@ import pytest
 from conftest import cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import host_view
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nvmeof
 
@@ -168,10 +169,10 @@ def test_a_host_receives_only_its_own_part() -> None:
 
 
 def test_the_files_go_to_targets_and_initiators() -> None:
-    files = _plan()["files"]
+    files = files_by_host(_plan())
     dests = {h: {f["dest"] for f in fs} for h, fs in files.items()}
     assert {"/etc/nvmet/config.json", "/etc/modules-load.d/gpucluster-nvmet.conf"} <= dests["nvme01"]
     assert {"/etc/nvme/discovery.conf", "/etc/nvme/hostnqn", "/etc/nvme/hostid"} <= dests["compute01"]
     assert "/etc/nvme/discovery.conf" not in dests["head01"]
     tier2 = cluster_plan(*load_inventory("tier2"))
-    assert not any(f["dest"].startswith("/etc/nvme") for fs in tier2["files"].values() for f in fs)
+    assert not any(f["dest"].startswith("/etc/nvme") for fs in files_by_host(tier2).values() for f in fs)

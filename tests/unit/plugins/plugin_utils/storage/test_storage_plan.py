@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage import nfs as nfs_mount
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.storage.lustre_targets import (
     lustre_targets,
@@ -40,7 +41,7 @@ def _storage(tier: str, **section: Any) -> dict[str, Any]:
 
 
 def _storage_files(plan: dict[str, Any]) -> dict[str, list[str]]:
-    return {h: [f["dest"] for f in files if f["role"] == "storage"] for h, files in plan["files"].items()}
+    return {h: [f["dest"] for f in files if f["role"] == "storage"] for h, files in files_by_host(plan).items()}
 
 
 # -- tier1: local NVMe RAID0 ------------------------------------------------------------------

@@ -17,6 +17,7 @@ import yaml
 from conftest import ROOT, cluster_plan, load_inventory
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance, gates
 
 DATA = ROOT / "tests" / "data" / "acceptance"
@@ -527,7 +528,8 @@ def test_sbatch_template_renders_the_plan_nccl_env(plans: dict[str, dict[str, An
     assert "export NCCL_CROSS_NIC=0\n" in text
     assert '-b "${MIN_BYTES:-1073741824}" -e "${MAX_BYTES:-8589934592}" -f 2 -g 1' in text
     assert any(
-        f["dest"] == "/usr/local/share/gpucluster/nccl-allreduce.sbatch" for f in plans["tier3"]["files"]["head01"]
+        f["dest"] == "/usr/local/share/gpucluster/nccl-allreduce.sbatch"
+        for f in files_by_host(plans["tier3"])["head01"]
     )
     if shutil.which("bash"):
         assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
