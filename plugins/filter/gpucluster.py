@@ -119,19 +119,11 @@ def plan_report(plan: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("gpucluster.tiers.plan_report: input must be the plan (a mapping)")
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import host_plan
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import (
-        report_sections,
-        report_summary,
-    )
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import plan_report as report_of
 
     unwrapped = ansible_compat.non_lazy_copy(plan)
     data = host_plan.plan_data(plain(plan) if unwrapped is None else unwrapped)
-    report: dict[str, Any] = _run(
-        "plan_report",
-        lambda p: {"sections": report_sections(p), "summary": report_summary(p), "files": files_by_host(p)},
-        data,
-    )
+    report: dict[str, Any] = _run("plan_report", report_of, data)
     return report
 
 

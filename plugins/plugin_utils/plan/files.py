@@ -18,7 +18,7 @@ from typing import Any
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import choices as groups
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import PlanView
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan, PlanView
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import (
     FileEntry,
     FileRule,
@@ -79,7 +79,7 @@ SCHEDULER_ROLES: dict[str, str] = {"slurm": "slurm"}
 EACH: tuple[str, ...] = ("network_unit", "nfs_mount", "lustre_mount", "slurm_state_mount")
 
 
-def _units(kind: str, plan: PlanView, host: HostEntry) -> list[tuple[str, Mapping[str, Any]]]:
+def _units(kind: str, plan: Plan | PlanView, host: HostEntry) -> list[tuple[str, Mapping[str, Any]]]:
     """(file name, unit) of each unit of a per-unit kind for this host."""
     if kind == "network_unit":
         return [(unit["name"], unit) for unit in host["network_units"]]
@@ -300,7 +300,7 @@ def files_manifest(plan: PlanView, role_files: Mapping[str, Any] | None) -> File
     return [f.rule() for f in entries if f.each is None] + [f.rule() for f in per_unit]
 
 
-def host_files(plan: PlanView, host: str) -> list[FileEntry]:
+def host_files(plan: Plan | PlanView, host: str) -> list[FileEntry]:
     """The role files ``host`` gets, in order: each rule whose ``hosts`` match the host's roles, once, or
     once per unit of the host (``dest`` the folder, the unit's name appended, the unit as ``unit``).
     The entries of the files installed once are the plan's own objects (read, never changed)."""
@@ -320,7 +320,7 @@ def host_files(plan: PlanView, host: str) -> list[FileEntry]:
     return out
 
 
-def files_by_host(plan: PlanView) -> HostFiles:
+def files_by_host(plan: Plan | PlanView) -> HostFiles:
     """:func:`host_files` of every host of the plan: host name -> its role files (the report's table)."""
     return {host: host_files(plan, host) for host in plan["hosts"]}
 

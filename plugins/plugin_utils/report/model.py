@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.sections import HostFiles
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.text import fmt
 
 #: a row as built: setting, value (any plain value: :func:`report.text.fmt` writes it), how it was reached
@@ -36,6 +37,15 @@ class Summary(TypedDict):
 
     warnings: list[str]
     next_steps: list[str]
+
+
+class Report(TypedDict):
+    """What report.md.j2 reads beside the plan (filter plan_report): the sections, the summary, and each
+    host's role files (host name -> its entries: role, src, dest, mode, ...)."""
+
+    sections: list[SectionView]
+    summary: Summary
+    files: HostFiles
 
 
 def render(section: Section) -> SectionView:

@@ -18,12 +18,19 @@ from collections.abc import Callable
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import Sizing
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.tco import tco_rows
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.model import Plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import compute, operations, storage
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.model import Row, Section, SectionView, render
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.model import (
+    Report,
+    Row,
+    Section,
+    SectionView,
+    render,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.summary import report_summary
 
-__all__ = ["SECTIONS", "report_sections", "report_summary"]
+__all__ = ["SECTIONS", "plan_report", "report_sections", "report_summary"]
 
 
 def fabric_section(plan: Plan) -> Section | None:
@@ -137,3 +144,9 @@ SECTIONS: tuple[Callable[[Plan], Section | None], ...] = (
 def report_sections(plan: Plan) -> list[SectionView]:
     """report.md's sections (title, intro, rows of setting, value, how), each rendered as text, in order."""
     return [render(s) for s in (build(plan) for build in SECTIONS) if s is not None]
+
+
+def plan_report(plan: Plan) -> Report:
+    """What report.md.j2 reads beside the plan (filter plan_report): the sections, the summary (warnings,
+    next steps) and each host's role files (plan/files.py files_by_host: the plan holds the rules)."""
+    return {"sections": report_sections(plan), "summary": report_summary(plan), "files": files_by_host(plan)}

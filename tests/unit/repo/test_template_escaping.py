@@ -311,9 +311,8 @@ def test_shell_scripts_read_back_the_plan() -> None:
 
 def test_report_names_are_text_not_markdown() -> None:
     """report.md: '_' next to punctuation would be emphasis (CommonMark 6.2); report.html shows it literally."""
-    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html
-
     from ansible_collections.gpucluster.tiers.plugins.filter.gpucluster import plan_report
+    from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import html
 
     plan = tricky_plan("tier3")
     markdown = (

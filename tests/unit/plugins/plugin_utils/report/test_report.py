@@ -19,7 +19,11 @@ from hypothesis import strategies as st
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.compute.parallelism import parallelism
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.assembly import cluster_plan
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report import compute as report_compute
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import report_sections, report_summary
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.sections import (
+    plan_report,
+    report_sections,
+    report_summary,
+)
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.report.text import fmt
 
 UNLABELED_PAIR = re.compile(r"^\d[\d.,]*, \d")
@@ -52,8 +56,7 @@ def _render(plan: dict[str, Any]) -> str:
         trim_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    report = {"sections": report_sections(plan), "summary": report_summary(plan)}  # filter plan_report
-    return env.get_template("report.md.j2").render(gpucluster_plan=plan, gpucluster_plan_report=report)
+    return env.get_template("report.md.j2").render(gpucluster_plan=plan, gpucluster_plan_report=plan_report(plan))
 
 
 @pytest.mark.parametrize("variant", [*TIERS, "tier3-capped"])
