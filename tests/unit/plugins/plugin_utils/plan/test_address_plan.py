@@ -120,3 +120,18 @@ def test_storage_addresses_are_unique_per_interface(nics: list[int]) -> None:
 @given(st.integers(0, 2**32 - 1))
 def test_a_dotted_quad_is_the_standard_librarys(value: int) -> None:
     assert addresses._dotted(value) == str(ipaddress.IPv4Address(value))
+
+
+@given(
+    st.sampled_from(["10.0.0.0/16", "10.20.0.0/22", "192.168.7.0/24", "10.1.2.0/28", "10.255.255.0/24"]),
+    st.integers(1, 600),
+    st.integers(0, 1500),
+)
+def test_a_run_of_addresses_is_take_one_by_one(cidr: str, offset: int, count: int) -> None:
+    """_run gives _take's addresses for indexes 0..count-1 (across /24 blocks), or None where one does not fit."""
+    net = ipaddress.IPv4Network(cidr)
+    try:
+        expected: list[str] | None = [addresses._take(net, offset, i, "f", count) for i in range(count)]
+    except PlanError:
+        expected = None
+    assert addresses._run(net, offset, count) == expected
