@@ -192,4 +192,5 @@ def address_plan(
 def etc_hosts_entries(plan: AddressPlan, domain: str) -> EtcHostsSection:
     """[address, fqdn, short name] per host, sorted by address."""
     rows = [[h["management"], f"{name}.{domain}", name] for name, h in plan["hosts"].items()]
-    return sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))
+    # the plan's dotted quads (_dotted) in numeric order: their octets compared as numbers
+    return sorted(rows, key=lambda r: tuple(map(int, r[0].split("."))))

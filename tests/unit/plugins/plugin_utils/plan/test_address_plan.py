@@ -135,3 +135,11 @@ def test_a_run_of_addresses_is_take_one_by_one(cidr: str, offset: int, count: in
     except PlanError:
         expected = None
     assert addresses._run(net, offset, count) == expected
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=30))
+def test_etc_hosts_is_in_address_order(values: list[int]) -> None:
+    plan = {"hosts": {f"h{i}": {"management": addresses._dotted(v)} for i, v in enumerate(values)}}
+    rows = etc_hosts_entries(plan, "c.internal")  # type: ignore[arg-type]
+    assert [r[0] for r in rows] == [str(a) for a in sorted(ipaddress.IPv4Address(v) for v in values)]
+    assert rows == sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))  # a stable sort: ties keep plan order
