@@ -147,7 +147,7 @@ def _networks(addresses: HostAddresses, network: NetworkSection) -> list[str]:
     cidrs = [pools["management"]["cidr"]]
     if addresses.get("storage") and pools.get("storage"):
         cidrs.append(pools["storage"]["cidr"])
-    mine = set(addresses.get("rails", {}))
+    mine = addresses.get("rails", {})
     cidrs += [r["cidr"] for r in network.get("rails") or [] if str(r["rail"]) in mine]
     return list(_collapsed(tuple(cidrs)))
 

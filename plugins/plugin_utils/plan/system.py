@@ -44,16 +44,18 @@ _SYSCTLS: list[tuple[str, str, bool, str]] = [
     ("kernel.numa_balancing", "0", False, "no page migration under pinned GPU/RDMA buffers"),
 ]
 
+#: the sysctls of GPU (compute) hosts alone
+_GPU_ONLY = frozenset({"vm.zone_reclaim_mode", "kernel.numa_balancing"})
+
 
 def sysctls(roles: list[str]) -> list[Sysctl]:
     """The sysctls a host with these roles gets (every host gets the network ones)."""
-    gpu_only = {"vm.zone_reclaim_mode", "kernel.numa_balancing"}
-    out: list[Sysctl] = []
-    for key, value, netns, why in _SYSCTLS:
-        if key in gpu_only and "compute" not in roles:
-            continue
-        out.append({"key": key, "value": value, "netns": netns, "why": why})
-    return out
+    gpu = "compute" in roles
+    return [
+        {"key": key, "value": value, "netns": netns, "why": why}
+        for key, value, netns, why in _SYSCTLS
+        if gpu or key not in _GPU_ONLY
+    ]
 
 
 def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
