@@ -79,41 +79,30 @@ def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
 NETWORKS: dict[str, str] = {"compute": "fabric", "storage": "storage", "management": "management"}
 
 
-def network_units(
-    addresses: HostAddresses,
-    nics: list[Nic],
-    prefixes: dict[str, int],
-    *,
-    rail_mtu: int | None = None,
-) -> list[NetworkUnit]:
-    """systemd-networkd units for a host's management, storage and rail interfaces.
+#: Where a unit's address comes from: the host's address of the NIC's purpose, its rail's, its storage
+#: interface's own (or, without storage_interfaces, its storage address)
+_BY_PURPOSE, _BY_RAIL, _BY_STORAGE = 0, 1, 2
+#: One NIC's unit but its address (the same for every host with the NIC): where the address comes from, the
+#: rail's key, the suffix ``/prefix``, and the unit's name, netdev, rail, purpose, network and MTU.
+UnitShape = tuple[int, str, str, str, str, int | None, str, str, int | None]
 
-    ``addresses``: the host's entry of the address plan; ``nics``: the NICs the host has
-    ({netdev, purpose, rail}); ``prefixes``: prefix length per pool ("management",
-    "storage", "rail"). A storage interface gets its own address (``storage_interfaces``), so
-    no address is on two interfaces. ``rail_mtu``: the MTU of every rail (compute) interface (RoCE's,
-    fabric_host.roce_settings); None leaves the link's default.
+
+def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | None = None) -> list[UnitShape]:
+    """The shapes of the systemd-networkd units of a host's management, storage and rail interfaces: all of
+    a unit but its address, the same for every host with these NICs (:func:`network_units` fills them in).
+
+    ``nics``: the NICs the host has ({netdev, purpose, rail}); ``prefixes``: prefix length per pool
+    ("management", "storage", "rail"); a NIC without one gets no unit. A storage interface gets its own
+    address (``storage_interfaces``), so no address is on two interfaces. ``rail_mtu``: the MTU of every rail
+    (compute) interface (RoCE's, fabric_host.roce_settings); None leaves the link's default.
 
     Each unit names its ``network``: ``fabric`` (a rail), ``storage`` or ``management``. The common role
     hands the storage and fabric units to systemd-networkd (``common_network_units_enabled``) and
     never the management one, through which Ansible reaches the host: a unit on an interface the host
     also has as its management NIC counts as ``management`` whatever its purpose.
     """
-    return _units(addresses, _unit_shapes(nics, prefixes, rail_mtu))
-
-
-#: Where a unit's address comes from: the host's address of the NIC's purpose, its rail's, its storage
-#: interface's own (or, without storage_interfaces, its storage address)
-_BY_PURPOSE, _BY_RAIL, _BY_STORAGE = 0, 1, 2
-#: One NIC's unit but its address (the same for every host with the NIC): where the address comes from, the
-#: rail's key, the suffix ``/prefix``, and the unit's name, netdev, rail, purpose, network and MTU.
-_UnitShape = tuple[int, str, str, str, str, int | None, str, str, int | None]
-
-
-def _unit_shapes(nics: list[Nic], prefixes: dict[str, int], rail_mtu: int | None) -> list[_UnitShape]:
-    """The parts of :func:`network_units` that depend on the NICs alone (a NIC without a prefix gets no unit)."""
     management = {nic["netdev"] for nic in nics if nic["purpose"] == "management"}
-    shapes: list[_UnitShape] = []
+    shapes: list[UnitShape] = []
     for nic in nics:
         purpose = nic["purpose"]
         source = _BY_RAIL if purpose == "compute" else (_BY_STORAGE if purpose == "storage" else _BY_PURPOSE)
@@ -137,8 +126,10 @@ def _unit_shapes(nics: list[Nic], prefixes: dict[str, int], rail_mtu: int | None
     return shapes
 
 
-def _units(addresses: HostAddresses, shapes: list[_UnitShape]) -> list[NetworkUnit]:
-    """A host's units: its addresses in the NICs' shapes (a NIC without an address gets no unit)."""
+def network_units(addresses: HostAddresses, shapes: list[UnitShape]) -> list[NetworkUnit]:
+    """systemd-networkd units for a host's management, storage and rail interfaces: ``addresses`` (the host's
+    entry of the address plan) in the shapes of its NICs (:func:`unit_shapes`); a NIC without an address gets
+    no unit."""
     units: list[NetworkUnit] = []
     by_purpose: Mapping[str, object] = addresses
     rails = addresses.get("rails", {})
@@ -316,7 +307,7 @@ def hosts_plan(site: Site, addresses: AddressPlan, fab: Mapping[str, Any]) -> Ho
         prefixes["rail"] = int(addresses["rails"][0]["cidr"].split("/")[1])
     mgmt_if = site.management_interface
     rail_mtu = fab["roce"]["mtu"] if fab["roce"] else None
-    shapes: dict[str, list[_UnitShape]] = {}  # the units' shapes by kind of host: its NICs are the kind's
+    shapes: dict[str, list[UnitShape]] = {}  # the units' shapes by kind of host: its NICs are the kind's
     out: HostsSection = {}
     for h in site.hosts:
         kind = "compute" if "compute" in h.roles else ("storage" if "storage" in h.roles else "other")
@@ -330,13 +321,13 @@ def hosts_plan(site: Site, addresses: AddressPlan, fab: Mapping[str, Any]) -> Ho
                 nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
                 if kind == "storage":  # a storage server: its own storage interfaces, one address each
                     nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in server_interfaces(site)]
-            shapes[kind] = _unit_shapes(nics, prefixes, rail_mtu)
+            shapes[kind] = unit_shapes(nics, prefixes, rail_mtu=rail_mtu)
         entry: HostEntry = {
             "roles": h.roles,
             "addresses": addresses["hosts"][h.name],
             "sysctl": sysctls(h.roles),
             "limits": limits(h.roles, memlock),
-            "network_units": _units(addresses["hosts"][h.name], shapes[kind]),
+            "network_units": network_units(addresses["hosts"][h.name], shapes[kind]),
             # its limited ports (management network only) and the cluster networks it accepts
             "firewall": host_policy(h.roles, addresses["hosts"][h.name], addresses),
         }

@@ -134,7 +134,8 @@ def _ring(plan: AcceptanceView | PlanView) -> list[_RailRing]:
     servers = hosts[1:] + hosts[:1]
     planned = plan["hosts"]
     addresses = [planned[server]["addresses"] for server in servers]
-    management = [] if fab["type"] == "roce" else [addr["management"] for addr in addresses]
+    roce = fab["type"] == "roce"  # RoCE: the server's rail address (rdma_cm); InfiniBand: its management one
+    management = [] if roce else [addr["management"] for addr in addresses]
     ring: list[_RailRing] = []
     for rail in sorted({rail for rails_of in by_host.values() for rail in rails_of}):
         column = [by_host[host][rail] for host in hosts]
@@ -146,33 +147,10 @@ def _ring(plan: AcceptanceView | PlanView) -> list[_RailRing]:
                 servers=servers,
                 client_hcas=column,
                 server_hcas=column[1:] + column[:1],
-                server_addresses=management or [addr["rails"][key] for addr in addresses],
+                server_addresses=[addr["rails"][key] for addr in addresses] if roce else management,
             )
         )
     return ring
-
-
-def _pairs(ring: list[_RailRing], base_port: int, rdma_cm: bool) -> list[IbPair]:
-    """The pairs of the ring, rail by rail, rail r on port ``base_port`` + r."""
-    pairs: list[IbPair] = []
-    for r in ring:
-        rail, port = r.rail, base_port + r.rail
-        pairs += [
-            {
-                "rail": rail,
-                "client": client,
-                "server": server,
-                "client_hca": client_hca,
-                "server_hca": server_hca,
-                "server_address": address,
-                "port": port,
-                "rdma_cm": rdma_cm,
-            }
-            for client, server, client_hca, server_hca, address in zip(
-                r.clients, r.servers, r.client_hcas, r.server_hcas, r.server_addresses, strict=True
-            )
-        ]
-    return pairs
 
 
 def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
@@ -182,15 +160,36 @@ def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
     can run at the same time. RoCE uses rdma_cm to the server's rail address (-R); InfiniBand
     exchanges QP data over TCP on the management address.
     """
-    return _pairs(_ring(plan), IB_BASE_PORT, plan["fabric"]["type"] == "roce")
+    roce = plan["fabric"]["type"] == "roce"
+    pairs: list[IbPair] = []
+    for r in _ring(plan):
+        rail, port = r.rail, IB_BASE_PORT + r.rail
+        pairs += [
+            {
+                "rail": rail,
+                "client": client,
+                "server": server,
+                "client_hca": client_hca,
+                "server_hca": server_hca,
+                "server_address": address,
+                "port": port,
+                "rdma_cm": roce,
+            }
+            for client, server, client_hca, server_hca, address in zip(
+                r.clients, r.servers, r.client_hcas, r.server_hcas, r.server_addresses, strict=True
+            )
+        ]
+    return pairs
 
 
-def ib_write_lat_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
+def ib_write_lat_pairs(plan: AcceptanceView | PlanView, bw_pairs: list[IbPair] | None = None) -> list[IbPair]:
     """ib_write_lat on the same ring as ib_write_bw (node i -> node i+1, every rail), on its own ports.
 
     RDMA writes only on a verbs fabric: InfiniBand, or RoCE through rdma_cm (-R) like ib_write_bw.
+    ``bw_pairs``: the plan's :func:`ib_write_bw_pairs` where the caller has them (the ring is built once).
     """
-    return _pairs(_ring(plan), IB_LAT_BASE_PORT, plan["fabric"]["type"] == "roce")
+    pairs = ib_write_bw_pairs(plan) if bw_pairs is None else bw_pairs
+    return [{**pair, "port": IB_LAT_BASE_PORT + pair["rail"]} for pair in pairs]
 
 
 def port_counter_ports(plan: AcceptanceView | PlanView) -> list[CounterPort]:
@@ -229,7 +228,7 @@ def acceptance_tests(plan: AcceptanceView | PlanView) -> AcceptanceTests:
     tested, excluded = all_reduce_nodes(plan)
     nodes = len(tested) if excluded else cl["compute_nodes"]
     gpus = cl["gpus_per_node"]
-    ring, roce = _ring(plan), plan["fabric"]["type"] == "roce"  # one ring for ib_write_bw and ib_write_lat
+    bw_pairs = ib_write_bw_pairs(plan)  # ib_write_lat runs on the same ring
     return {
         "all_reduce": {
             "min_bytes": gate // 8,
@@ -244,8 +243,8 @@ def acceptance_tests(plan: AcceptanceView | PlanView) -> AcceptanceTests:
             # the validate play runs no all_reduce on these (MIG nodes), and the report says why
             "excluded": excluded,
         },
-        "ib_write_bw": _pairs(ring, IB_BASE_PORT, roce),
-        "ib_write_lat": _pairs(ring, IB_LAT_BASE_PORT, roce),
+        "ib_write_bw": bw_pairs,
+        "ib_write_lat": ib_write_lat_pairs(plan, bw_pairs),
         "port_counters": port_counter_ports(plan),
         "fio": fio_jobs(plan),
     }
