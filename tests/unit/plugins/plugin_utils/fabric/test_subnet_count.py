@@ -60,14 +60,16 @@ def test_a_cabling_that_lists_its_links_is_walked() -> None:
     radix=st.sampled_from([8, 12, 16, 64]),
     over=st.sampled_from([1, 2]),
     scope=st.sampled_from(["shared", "rail"]),
+    spines=st.integers(0, 4),
 )
 def test_subnet_count_equals_the_walked_subnets(
-    topology: str, nodes: int, rails: int, radix: int, over: float, scope: str
+    topology: str, nodes: int, rails: int, radix: int, over: float, scope: str, spines: int
 ) -> None:
     try:
         design = _design(
-            topology, nodes, rails, switch_radix=radix, oversubscription=over, spine_scope=scope, min_spines=1
-        )
+            topology, nodes, rails, switch_radix=radix, oversubscription=over, spine_scope=scope, min_spines=1,
+            spines=spines,
+        )  # fmt: skip
     except PlanError:
         return
     assert subnet_count(design) == len(ibfabric.subnets(design))  # type: ignore[arg-type]
