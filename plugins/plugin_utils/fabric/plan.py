@@ -28,15 +28,15 @@ def subnet_count(cabling: Cabling) -> int:
     """
     if "hcas" in cabling or "links" in cabling or "sm_links" in cabling:
         return len(ibfabric.subnets(cabling))
-    rails = len(cabling.get("rail_hcas") or [])
-    units = [su for su in cabling.get("scalable_units") or [] if su["hosts"]]
+    rails = len(cabling["rail_hcas"])
+    units = [su for su in cabling["scalable_units"] if su["hosts"]]
     if not rails or not units:
         return 0
     if cabling["topology"] == "single_switch":
         return 1
-    if int((cabling.get("sizing") or {}).get("tiers", 1)) < 2:
+    if int(cabling["sizing"].get("tiers") or 1) < 2:
         return len({leaf for su in units for leaf in su["leaves"][:rails]})
-    return rails if cabling.get("spine_scope") == "rail" else 1
+    return rails if cabling["spine_scope"] == "rail" else 1
 
 
 def fabric_plan(site: Site) -> FabricSection:
