@@ -88,8 +88,9 @@ UnitShape = tuple[int, str, str, str, str, int | None, str, str, int | None]
 
 
 def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | None = None) -> list[UnitShape]:
-    """The shapes of the systemd-networkd units of a host's management, storage and rail interfaces: all of
-    a unit but its address, the same for every host with these NICs (:func:`network_units` fills them in).
+    """The shapes of a host's systemd-networkd units: all of a unit but its address.
+
+    The same for every host with these NICs: :func:`network_units` fills in a host's addresses.
 
     ``nics``: the NICs the host has ({netdev, purpose, rail}); ``prefixes``: prefix length per pool
     ("management", "storage", "rail"); a NIC without one gets no unit. A storage interface gets its own
@@ -127,9 +128,10 @@ def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | No
 
 
 def network_units(addresses: HostAddresses, shapes: list[UnitShape]) -> list[NetworkUnit]:
-    """systemd-networkd units for a host's management, storage and rail interfaces: ``addresses`` (the host's
-    entry of the address plan) in the shapes of its NICs (:func:`unit_shapes`); a NIC without an address gets
-    no unit."""
+    """systemd-networkd units for a host's management, storage and rail interfaces.
+
+    ``addresses`` (the host's entry of the address plan) in the shapes of its NICs (:func:`unit_shapes`); a
+    NIC without an address gets no unit."""
     units: list[NetworkUnit] = []
     by_purpose: Mapping[str, object] = addresses
     rails = addresses.get("rails", {})
