@@ -9,12 +9,34 @@ from typing import TYPE_CHECKING
 from ansible_collections.gpucluster.tiers.plugins.module_utils import ibfabric
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import fabric_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.cabling import site_cabling, slurm_topology
-from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import FabricSection
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric.model import Cabling, FabricSection
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import require
 
 if TYPE_CHECKING:
     from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import Site
+
+
+def subnet_count(cabling: Cabling) -> int:
+    """How many subnets (connected parts holding an HCA) the cabling forms: ``len(ibfabric.subnets(cabling))``.
+
+    A design (no listed ``hcas``, ``links`` or ``sm_links``) gives it without generating its cables, by the
+    rules of fabric_links.links: every HCA of rail r is cabled to its SU's rail leaf (a single switch: the one
+    switch); without spines each leaf with hosts is a subnet; in a fat tree every leaf of a spine group reaches
+    every spine of its pod and, in three tiers, every pod spine its core group, so a group is one subnet (one
+    per rail plane, or the whole fabric). Anything else is walked link by link (ibfabric.subnets).
+    """
+    if "hcas" in cabling or "links" in cabling or "sm_links" in cabling:
+        return len(ibfabric.subnets(cabling))
+    rails = len(cabling["rail_hcas"])
+    units = [su for su in cabling["scalable_units"] if su["hosts"]]
+    if not rails or not units:
+        return 0
+    if cabling["topology"] == "single_switch":
+        return 1
+    if int(cabling["sizing"].get("tiers") or 1) < 2:
+        return len({leaf for su in units for leaf in su["leaves"][:rails]})
+    return rails if cabling["spine_scope"] == "rail" else 1
 
 
 def fabric_plan(site: Site) -> FabricSection:
@@ -51,7 +73,7 @@ def fabric_plan(site: Site) -> FabricSection:
             f.infiniband,
             subnet_manager=site.subnet_manager,
             topology=topology,
-            subnets=len(ibfabric.subnets(cabling)),
+            subnets=subnet_count(cabling),
             field=p,
         )
         if ib["subnet_manager"] == "head":  # the SM's ports are cabled like any host's (fabric_host.sm_cabling)

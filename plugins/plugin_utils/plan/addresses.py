@@ -78,6 +78,25 @@ def _dotted(value: int) -> str:
     return f"{value >> 24}.{(value >> 16) & 255}.{(value >> 8) & 255}.{value & 255}"
 
 
+_OCTETS = [str(i) for i in range(256)]
+
+
+def _run(net: Net, offset: int, count: int) -> list[str] | None:
+    """The ``count`` addresses :func:`_take` gives for the indexes 0 to count - 1, or None when they do not all
+    fit (the caller's loop of _take then raises its error). Dotted quads built a /24 block at a time."""
+    if offset + count - 1 >= net.num_addresses - 1:
+        return None if count else []
+    out: list[str] = []
+    value = int(net.network_address) + offset
+    end = value + count
+    while value < end:
+        block_end = min(end, (value | 255) + 1)
+        prefix = f"{value >> 24}.{(value >> 16) & 255}.{(value >> 8) & 255}."
+        out += [prefix + octet for octet in _OCTETS[value & 255 : (value & 255) + block_end - value]]
+        value = block_end
+    return out
+
+
 def address_plan(
     *, pools: Mapping[str, object], hosts: list[HostRequest], rails: int, field: str = "gpucluster_network"
 ) -> AddressPlan:
@@ -115,34 +134,51 @@ def address_plan(
     storage_hosts = [h for h in hosts if {"storage", "compute"} & set(h["roles"])]
     compute_hosts = [h for h in hosts if "compute" in h["roles"]]
     out_hosts: dict[str, HostAddresses] = {}
-    for i, h in enumerate(hosts):
-        management = _take(nets["management"], offsets["management"], i, f"{field}.management", len(hosts))
-        out_hosts[h["name"]] = {
-            "management": management,
-            "bmc": _take(nets["bmc"], offsets["bmc"], i, f"{field}.bmc", len(hosts)),
-            "management_cidr": f"{management}/{nets['management'].prefixlen}",
-        }
+    managements = _run(nets["management"], offsets["management"], len(hosts))
+    bmcs = _run(nets["bmc"], offsets["bmc"], len(hosts))
+    if managements is None or bmcs is None:  # a pool too small: host by host, the first that does not fit raises
+        taken = [
+            (
+                _take(nets["management"], offsets["management"], i, f"{field}.management", len(hosts)),
+                _take(nets["bmc"], offsets["bmc"], i, f"{field}.bmc", len(hosts)),
+            )
+            for i in range(len(hosts))
+        ]
+        managements, bmcs = [m for m, _b in taken], [b for _m, b in taken]
+    mask = f"/{nets['management'].prefixlen}"
+    for h, management, bmc in zip(hosts, managements, bmcs, strict=True):
+        out_hosts[h["name"]] = {"management": management, "bmc": bmc, "management_cidr": management + mask}
     if "storage" in nets:
         # one address per storage interface; a host without listed interfaces keeps one address
         none: list[str | None] = [None]
         wanted = [(h["name"], list(h.get("storage_nics") or none)) for h in storage_hosts]
         total = sum(len(nics) for _name, nics in wanted)
+        addresses = _run(nets["storage"], offsets["storage"], total)
         index = 0
         for name, nics in wanted:
             per_nic: dict[str, str] = {}
             for netdev in nics:
-                address = _take(nets["storage"], offsets["storage"], index, f"{field}.storage", total)
+                if addresses is None:  # the pool too small: the first address that does not fit raises
+                    address = _take(nets["storage"], offsets["storage"], index, f"{field}.storage", total)
+                else:
+                    address = addresses[index]
                 index += 1
                 out_hosts[name].setdefault("storage", address)  # the host's first: what clients name it by
                 if netdev is not None:
                     per_nic[netdev] = address
             if per_nic:
                 out_hosts[name]["storage_interfaces"] = per_nic
+    runs = [_run(net, offsets["fabric"], len(compute_hosts)) for net in rail_nets]
+    columns = [run for run in runs if run is not None]
+    if len(columns) < len(runs):  # a rail subnet too small: host by host, the first that does not fit raises
+        rows = [
+            [_take(net, offsets["fabric"], i, f"{field}.fabric", len(compute_hosts)) for net in rail_nets]
+            for i in range(len(compute_hosts))
+        ]
+        columns = [[row[r] for row in rows] for r in range(len(rail_nets))]
+    keyed = [(str(r), column) for r, column in enumerate(columns)]
     for i, h in enumerate(compute_hosts):
-        out_hosts[h["name"]]["rails"] = {
-            str(r): _take(net, offsets["fabric"], i, f"{field}.fabric", len(compute_hosts))
-            for r, net in enumerate(rail_nets)
-        }
+        out_hosts[h["name"]]["rails"] = {key: column[i] for key, column in keyed}
     return {
         "pools": {
             n: {"cidr": str(net), "netmask": str(net.netmask), "prefixlen": net.prefixlen, "first_offset": offsets[n]}
@@ -156,4 +192,5 @@ def address_plan(
 def etc_hosts_entries(plan: AddressPlan, domain: str) -> EtcHostsSection:
     """[address, fqdn, short name] per host, sorted by address."""
     rows = [[h["management"], f"{name}.{domain}", name] for name, h in plan["hosts"].items()]
-    return sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))
+    # the plan's dotted quads (_dotted) in numeric order: their octets compared as numbers
+    return sorted(rows, key=lambda r: tuple(map(int, r[0].split("."))))

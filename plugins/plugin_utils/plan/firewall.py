@@ -147,7 +147,7 @@ def _networks(addresses: HostAddresses, network: NetworkSection) -> list[str]:
     cidrs = [pools["management"]["cidr"]]
     if addresses.get("storage") and pools.get("storage"):
         cidrs.append(pools["storage"]["cidr"])
-    mine = set(addresses.get("rails", {}))
+    mine = addresses.get("rails", {})
     cidrs += [r["cidr"] for r in network.get("rails") or [] if str(r["rail"]) in mine]
     return list(_collapsed(tuple(cidrs)))
 
@@ -159,6 +159,12 @@ def _collapsed(cidrs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(str(n) for n in ipaddress.collapse_addresses(ipaddress.IPv4Network(c) for c in cidrs))
 
 
+@functools.lru_cache(maxsize=64)
+def _services(roles: frozenset[str]) -> tuple[Service, ...]:
+    """The limited services of a host with these roles, by port. Cached: a cluster has a handful of role sets."""
+    return tuple(sorted((s for s in SERVICES if s.roles is None or s.roles & roles), key=lambda s: s.port))
+
+
 def host_policy(
     roles: Iterable[str], addresses: HostAddresses | None = None, network: NetworkSection | None = None
 ) -> HostFirewall:
@@ -168,8 +174,7 @@ def host_policy(
     ``{"tcp_ports": [6818, 9100, 9400], "services": [{"port": 6818, "name": "slurmd"}, ...],
     "accept_ipv4": ["10.30.0.0/24", "10.30.2.0/24", "10.31.0.0/21"]}``: small and constant per host
     (it never grows with the node count)."""
-    mine = set(roles)
-    chosen = sorted((s for s in SERVICES if s.roles is None or s.roles & mine), key=lambda s: s.port)
+    chosen = _services(frozenset(roles))
     return {
         "tcp_ports": [s.port for s in chosen],
         "services": [{"port": s.port, "name": s.name} for s in chosen],

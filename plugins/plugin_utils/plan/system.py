@@ -44,16 +44,18 @@ _SYSCTLS: list[tuple[str, str, bool, str]] = [
     ("kernel.numa_balancing", "0", False, "no page migration under pinned GPU/RDMA buffers"),
 ]
 
+#: the sysctls of GPU (compute) hosts alone
+_GPU_ONLY = frozenset({"vm.zone_reclaim_mode", "kernel.numa_balancing"})
+
 
 def sysctls(roles: list[str]) -> list[Sysctl]:
     """The sysctls a host with these roles gets (every host gets the network ones)."""
-    gpu_only = {"vm.zone_reclaim_mode", "kernel.numa_balancing"}
-    out: list[Sysctl] = []
-    for key, value, netns, why in _SYSCTLS:
-        if key in gpu_only and "compute" not in roles:
-            continue
-        out.append({"key": key, "value": value, "netns": netns, "why": why})
-    return out
+    gpu = "compute" in roles
+    return [
+        {"key": key, "value": value, "netns": netns, "why": why}
+        for key, value, netns, why in _SYSCTLS
+        if gpu or key not in _GPU_ONLY
+    ]
 
 
 def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
@@ -77,20 +79,23 @@ def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
 NETWORKS: dict[str, str] = {"compute": "fabric", "storage": "storage", "management": "management"}
 
 
-def network_units(
-    addresses: HostAddresses,
-    nics: list[Nic],
-    prefixes: dict[str, int],
-    *,
-    rail_mtu: int | None = None,
-) -> list[NetworkUnit]:
-    """systemd-networkd units for a host's management, storage and rail interfaces.
+#: Where a unit's address comes from: the host's address of the NIC's purpose, its rail's, its storage
+#: interface's own (or, without storage_interfaces, its storage address)
+_BY_PURPOSE, _BY_RAIL, _BY_STORAGE = 0, 1, 2
+#: One NIC's unit but its address (the same for every host with the NIC): where the address comes from, the
+#: rail's key, the suffix ``/prefix``, and the unit's name, netdev, rail, purpose, network and MTU.
+UnitShape = tuple[int, str, str, str, str, int | None, str, str, int | None]
 
-    ``addresses``: the host's entry of the address plan; ``nics``: the NICs the host has
-    ({netdev, purpose, rail}); ``prefixes``: prefix length per pool ("management",
-    "storage", "rail"). A storage interface gets its own address (``storage_interfaces``), so
-    no address is on two interfaces. ``rail_mtu``: the MTU of every rail (compute) interface (RoCE's,
-    fabric_host.roce_settings); None leaves the link's default.
+
+def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | None = None) -> list[UnitShape]:
+    """The shapes of a host's systemd-networkd units: all of a unit but its address.
+
+    The same for every host with these NICs: :func:`network_units` fills in a host's addresses.
+
+    ``nics``: the NICs the host has ({netdev, purpose, rail}); ``prefixes``: prefix length per pool
+    ("management", "storage", "rail"); a NIC without one gets no unit. A storage interface gets its own
+    address (``storage_interfaces``), so no address is on two interfaces. ``rail_mtu``: the MTU of every rail
+    (compute) interface (RoCE's, fabric_host.roce_settings); None leaves the link's default.
 
     Each unit names its ``network``: ``fabric`` (a rail), ``storage`` or ``management``. The common role
     hands the storage and fabric units to systemd-networkd (``common_network_units_enabled``) and
@@ -98,32 +103,59 @@ def network_units(
     also has as its management NIC counts as ``management`` whatever its purpose.
     """
     management = {nic["netdev"] for nic in nics if nic["purpose"] == "management"}
-    units: list[NetworkUnit] = []
-    by_purpose: Mapping[str, object] = addresses
+    shapes: list[UnitShape] = []
     for nic in nics:
         purpose = nic["purpose"]
+        source = _BY_RAIL if purpose == "compute" else (_BY_STORAGE if purpose == "storage" else _BY_PURPOSE)
+        prefix = prefixes.get("rail" if purpose == "compute" else purpose)
+        if prefix is None:
+            continue
+        netdev, rail = nic["netdev"], nic.get("rail")
+        shapes.append(
+            (
+                source,
+                str(rail),
+                f"/{prefix}",
+                f"10-gpucluster-{netdev}.network",
+                netdev,
+                rail,
+                purpose,
+                "management" if netdev in management else NETWORKS.get(purpose, purpose),
+                rail_mtu if purpose == "compute" else None,
+            )
+        )
+    return shapes
+
+
+def network_units(addresses: HostAddresses, shapes: list[UnitShape]) -> list[NetworkUnit]:
+    """systemd-networkd units for a host's management, storage and rail interfaces.
+
+    ``addresses`` (the host's entry of the address plan) in the shapes of its NICs (:func:`unit_shapes`); a
+    NIC without an address gets no unit."""
+    units: list[NetworkUnit] = []
+    by_purpose: Mapping[str, object] = addresses
+    rails = addresses.get("rails", {})
+    own = addresses.get("storage_interfaces")
+    for source, rail_key, suffix, name, netdev, rail, purpose, network, mtu in shapes:
         address: object
-        if purpose == "compute":
-            address = addresses.get("rails", {}).get(str(nic.get("rail")))
-            prefix = prefixes.get("rail")
-        elif purpose == "storage" and "storage_interfaces" in addresses:
-            address = addresses["storage_interfaces"].get(nic["netdev"])
-            prefix = prefixes.get("storage")
+        if source == _BY_RAIL:
+            address = rails.get(rail_key)
+        elif source == _BY_STORAGE and own is not None:
+            address = own.get(netdev)
         else:
             address = by_purpose.get(purpose)
-            prefix = prefixes.get(purpose)
-        if not address or prefix is None:
+        if not address:
             continue
         unit: NetworkUnit = {
-            "name": f"10-gpucluster-{nic['netdev']}.network",
-            "netdev": nic["netdev"],
+            "name": name,
+            "netdev": netdev,
             "purpose": purpose,
-            "rail": nic.get("rail"),
-            "address": f"{address}/{prefix}",
-            "network": "management" if nic["netdev"] in management else NETWORKS.get(purpose, purpose),
+            "rail": rail,
+            "address": f"{address}{suffix}",
+            "network": network,
         }
-        if purpose == "compute" and rail_mtu is not None:
-            unit["mtu"] = rail_mtu
+        if mtu is not None:
+            unit["mtu"] = mtu
         units.append(unit)
     return units
 
@@ -197,17 +229,20 @@ def check_addresses(hosts: HostsSection, storage: Mapping[str, Any]) -> dict[str
     Raises PlanError naming the field that places the address; returns the served addresses
     with the interface each was found on (the report lists them).
     """
-    places: dict[str, list[str]] = {}
-    for host, entry in hosts.items():
-        for unit in entry["network_units"]:
-            places.setdefault(str(unit["address"]).split("/", maxsplit=1)[0], []).append(f"{host} {unit['netdev']}")
-    for address, where in places.items():
-        require(
-            len(where) == 1,
-            "gpucluster_network",
-            address,
-            f"every address on one interface ({address} is planned on {', '.join(where)})",
-        )
+    planned = [str(unit["address"]).split("/", maxsplit=1)[0] for e in hosts.values() for unit in e["network_units"]]
+    if len(set(planned)) != len(planned):  # an address on two interfaces: name the first and where it is
+        places: dict[str, list[str]] = {}
+        for host, entry in hosts.items():
+            for unit in entry["network_units"]:
+                address = str(unit["address"]).split("/", maxsplit=1)[0]
+                places.setdefault(address, []).append(f"{host} {unit['netdev']}")
+        for address, where in places.items():
+            require(
+                len(where) == 1,
+                "gpucluster_network",
+                address,
+                f"every address on one interface ({address} is planned on {', '.join(where)})",
+            )
     served: list[ServedAddress] = []
     for item in served_addresses(storage):
         server = hosts.get(item["host"])
@@ -274,23 +309,27 @@ def hosts_plan(site: Site, addresses: AddressPlan, fab: Mapping[str, Any]) -> Ho
         prefixes["rail"] = int(addresses["rails"][0]["cidr"].split("/")[1])
     mgmt_if = site.management_interface
     rail_mtu = fab["roce"]["mtu"] if fab["roce"] else None
+    shapes: dict[str, list[UnitShape]] = {}  # the units' shapes by kind of host: its NICs are the kind's
     out: HostsSection = {}
     for h in site.hosts:
-        nics: list[Nic]
-        if "compute" in h.roles:
-            nics = [{"netdev": n.netdev, "purpose": n.purpose, "rail": n.rail} for n in site.node.nics]
-            if not any(n["purpose"] == "management" for n in nics):
-                nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
-        else:
-            nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
-            if "storage" in h.roles:  # a storage server: its own storage interfaces, one address each
-                nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in server_interfaces(site)]
+        kind = "compute" if "compute" in h.roles else ("storage" if "storage" in h.roles else "other")
+        if kind not in shapes:
+            nics: list[Nic]
+            if kind == "compute":
+                nics = [{"netdev": n.netdev, "purpose": n.purpose, "rail": n.rail} for n in site.node.nics]
+                if not any(n["purpose"] == "management" for n in nics):
+                    nics.append({"netdev": mgmt_if, "purpose": "management", "rail": None})
+            else:
+                nics = [{"netdev": mgmt_if, "purpose": "management", "rail": None}]
+                if kind == "storage":  # a storage server: its own storage interfaces, one address each
+                    nics += [{"netdev": n, "purpose": "storage", "rail": None} for n in server_interfaces(site)]
+            shapes[kind] = unit_shapes(nics, prefixes, rail_mtu=rail_mtu)
         entry: HostEntry = {
             "roles": h.roles,
             "addresses": addresses["hosts"][h.name],
             "sysctl": sysctls(h.roles),
             "limits": limits(h.roles, memlock),
-            "network_units": network_units(addresses["hosts"][h.name], nics, prefixes, rail_mtu=rail_mtu),
+            "network_units": network_units(addresses["hosts"][h.name], shapes[kind]),
             # its limited ports (management network only) and the cluster networks it accepts
             "firewall": host_policy(h.roles, addresses["hosts"][h.name], addresses),
         }

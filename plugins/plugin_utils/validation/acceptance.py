@@ -104,6 +104,55 @@ def fio_jobs(plan: AcceptanceView | PlanView) -> list[FioJob]:
     return out
 
 
+@dataclass(frozen=True)
+class _RailRing:
+    """One rail of the ring, column by column: client i writes to server i (client i+1, the last to the first)."""
+
+    rail: int
+    clients: list[str]
+    servers: list[str]
+    client_hcas: list[str]
+    server_hcas: list[str]
+    server_addresses: list[str]
+
+
+def _ring(plan: AcceptanceView | PlanView) -> list[_RailRing]:
+    """The ring of :func:`ib_write_bw_pairs` by rail (the fabric's HCAs read once; each server's address
+    looked up once per rail)."""
+    fab = plan["fabric"]
+    if fab["type"] not in RDMA_FABRICS:
+        return []
+    by_host: dict[str, dict[int, str]] = {}  # the hosts in cabling order, each once: {rail: hca}
+    for h in fabric_links.hcas(fab["cabling"]):
+        rails_of = by_host.get(h["host"])
+        if rails_of is None:
+            rails_of = by_host[h["host"]] = {}
+        rails_of[h["rail"]] = h["hca"]
+    if len(by_host) < 2:
+        return []
+    hosts = list(by_host)
+    servers = hosts[1:] + hosts[:1]
+    planned = plan["hosts"]
+    addresses = [planned[server]["addresses"] for server in servers]
+    roce = fab["type"] == "roce"  # RoCE: the server's rail address (rdma_cm); InfiniBand: its management one
+    management = [] if roce else [addr["management"] for addr in addresses]
+    ring: list[_RailRing] = []
+    for rail in sorted({rail for rails_of in by_host.values() for rail in rails_of}):
+        column = [by_host[host][rail] for host in hosts]
+        key = str(rail)
+        ring.append(
+            _RailRing(
+                rail=rail,
+                clients=hosts,
+                servers=servers,
+                client_hcas=column,
+                server_hcas=column[1:] + column[:1],
+                server_addresses=[addr["rails"][key] for addr in addresses] if roce else management,
+            )
+        )
+    return ring
+
+
 def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
     """One ib_write_bw per rail and node in a ring: node i writes to node i+1 on the same rail.
 
@@ -111,45 +160,36 @@ def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
     can run at the same time. RoCE uses rdma_cm to the server's rail address (-R); InfiniBand
     exchanges QP data over TCP on the management address.
     """
-    fab = plan["fabric"]
-    if fab["type"] not in RDMA_FABRICS:
-        return []
-    seen: dict[str, None] = {}  # the hosts in cabling order, each once (a dict: linear at any size)
-    hcas: dict[tuple[str, int], str] = {}
-    for h in fabric_links.hcas(fab["cabling"]):
-        seen.setdefault(h["host"])
-        hcas[(h["host"], h["rail"])] = h["hca"]
-    hosts = list(seen)
-    if len(hosts) < 2:
-        return []
-    roce = fab["type"] == "roce"
+    roce = plan["fabric"]["type"] == "roce"
     pairs: list[IbPair] = []
-    rails = sorted({rail for _host, rail in hcas})
-    for rail in rails:
-        for i, client in enumerate(hosts):
-            server = hosts[(i + 1) % len(hosts)]
-            addr = plan["hosts"][server]["addresses"]
-            pairs.append(
-                {
-                    "rail": rail,
-                    "client": client,
-                    "server": server,
-                    "client_hca": hcas[(client, rail)],
-                    "server_hca": hcas[(server, rail)],
-                    "server_address": addr["rails"][str(rail)] if roce else addr["management"],
-                    "port": IB_BASE_PORT + rail,
-                    "rdma_cm": roce,
-                }
+    for r in _ring(plan):
+        rail, port = r.rail, IB_BASE_PORT + r.rail
+        pairs += [
+            {
+                "rail": rail,
+                "client": client,
+                "server": server,
+                "client_hca": client_hca,
+                "server_hca": server_hca,
+                "server_address": address,
+                "port": port,
+                "rdma_cm": roce,
+            }
+            for client, server, client_hca, server_hca, address in zip(
+                r.clients, r.servers, r.client_hcas, r.server_hcas, r.server_addresses, strict=True
             )
+        ]
     return pairs
 
 
-def ib_write_lat_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
+def ib_write_lat_pairs(plan: AcceptanceView | PlanView, bw_pairs: list[IbPair] | None = None) -> list[IbPair]:
     """ib_write_lat on the same ring as ib_write_bw (node i -> node i+1, every rail), on its own ports.
 
     RDMA writes only on a verbs fabric: InfiniBand, or RoCE through rdma_cm (-R) like ib_write_bw.
+    ``bw_pairs``: the plan's :func:`ib_write_bw_pairs` where the caller has them (the ring is built once).
     """
-    return [{**pair, "port": IB_LAT_BASE_PORT + pair["rail"]} for pair in ib_write_bw_pairs(plan)]
+    pairs = ib_write_bw_pairs(plan) if bw_pairs is None else bw_pairs
+    return [{**pair, "port": IB_LAT_BASE_PORT + pair["rail"]} for pair in pairs]
 
 
 def port_counter_ports(plan: AcceptanceView | PlanView) -> list[CounterPort]:
@@ -158,11 +198,11 @@ def port_counter_ports(plan: AcceptanceView | PlanView) -> list[CounterPort]:
     fab = plan["fabric"]
     if fab["type"] != "infiniband":
         return []
-    hosts = plan["hosts"]
+    compute = {host for host, entry in plan["hosts"].items() if "compute" in entry["roles"]}
     return [
         {"host": h["host"], "hca": h["hca"], "port": HCA_PORT, "rail": h["rail"]}
         for h in fabric_links.hcas(fab["cabling"])
-        if h["host"] in hosts and "compute" in hosts[h["host"]]["roles"]
+        if h["host"] in compute
     ]
 
 
@@ -188,6 +228,7 @@ def acceptance_tests(plan: AcceptanceView | PlanView) -> AcceptanceTests:
     tested, excluded = all_reduce_nodes(plan)
     nodes = len(tested) if excluded else cl["compute_nodes"]
     gpus = cl["gpus_per_node"]
+    bw_pairs = ib_write_bw_pairs(plan)  # ib_write_lat runs on the same ring
     return {
         "all_reduce": {
             "min_bytes": gate // 8,
@@ -202,8 +243,8 @@ def acceptance_tests(plan: AcceptanceView | PlanView) -> AcceptanceTests:
             # the validate play runs no all_reduce on these (MIG nodes), and the report says why
             "excluded": excluded,
         },
-        "ib_write_bw": ib_write_bw_pairs(plan),
-        "ib_write_lat": ib_write_lat_pairs(plan),
+        "ib_write_bw": bw_pairs,
+        "ib_write_lat": ib_write_lat_pairs(plan, bw_pairs),
         "port_counters": port_counter_ports(plan),
         "fio": fio_jobs(plan),
     }

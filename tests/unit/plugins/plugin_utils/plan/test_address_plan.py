@@ -120,3 +120,26 @@ def test_storage_addresses_are_unique_per_interface(nics: list[int]) -> None:
 @given(st.integers(0, 2**32 - 1))
 def test_a_dotted_quad_is_the_standard_librarys(value: int) -> None:
     assert addresses._dotted(value) == str(ipaddress.IPv4Address(value))
+
+
+@given(
+    st.sampled_from(["10.0.0.0/16", "10.20.0.0/22", "192.168.7.0/24", "10.1.2.0/28", "10.255.255.0/24"]),
+    st.integers(1, 600),
+    st.integers(0, 1500),
+)
+def test_a_run_of_addresses_is_take_one_by_one(cidr: str, offset: int, count: int) -> None:
+    """_run gives _take's addresses for indexes 0..count-1 (across /24 blocks), or None where one does not fit."""
+    net = ipaddress.IPv4Network(cidr)
+    try:
+        expected: list[str] | None = [addresses._take(net, offset, i, "f", count) for i in range(count)]
+    except PlanError:
+        expected = None
+    assert addresses._run(net, offset, count) == expected
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=30))
+def test_etc_hosts_is_in_address_order(values: list[int]) -> None:
+    plan = {"hosts": {f"h{i}": {"management": addresses._dotted(v)} for i, v in enumerate(values)}}
+    rows = etc_hosts_entries(plan, "c.internal")  # type: ignore[arg-type]
+    assert [r[0] for r in rows] == [str(a) for a in sorted(ipaddress.IPv4Address(v) for v in values)]
+    assert rows == sorted(rows, key=lambda r: ipaddress.IPv4Address(r[0]))  # a stable sort: ties keep plan order

@@ -39,7 +39,7 @@ def test_a_storage_nic_that_is_the_management_nic_is_never_handed_over() -> None
         {"netdev": "ibp26s0", "purpose": "compute", "rail": 0},
     ]
     addresses = {"management": "10.0.0.5", "storage": "10.0.2.5", "rails": {"0": "10.1.0.5"}}
-    units = system.network_units(addresses, nics, {"management": 24, "storage": 24, "rail": 24})
+    units = system.network_units(addresses, system.unit_shapes(nics, {"management": 24, "storage": 24, "rail": 24}))
     assert [(u["netdev"], u["purpose"], u["network"]) for u in units] == [
         ("eno1", "management", "management"),
         ("eno1", "storage", "management"),
