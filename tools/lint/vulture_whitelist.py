@@ -26,6 +26,7 @@ _.EXAMPLES
 _.FACTS  # a doc fragment's named part (extends_documentation_fragment: gpucluster.tiers.attributes.facts)
 
 # set or called by a library, not by our code
+_.is_stateless  # ansible-core's plugin loader caches a vars plugin with it (plugins/vars/yaml_limits.py)
 _.log_errors  # re2.Options (tools/k8s/validate_manifests.py): the library reads it
 _._is_re2  # registered by its decorator as a jsonschema format check (tools/k8s/validate_manifests.py)
 
