@@ -78,13 +78,36 @@ def hca_count(cabling: Mapping[str, Any]) -> int:
     return rails * sum(len(su["hosts"]) for su in cabling.get("scalable_units") or [])
 
 
+#: The HCA port of every host cable (a rail HCA is cabled on its port 1).
+HOST_HCA_PORT = 1
+
+
 def _host(host: str, hca: str, rail: int, switch: str, port: int) -> Link:
     return {
-        "a": {"node": host, "hca": hca, "port": 1},
+        "a": {"node": host, "hca": hca, "port": HOST_HCA_PORT},
         "b": {"node": switch, "port": port},
         "rail": rail,
         "kind": "host",
     }
+
+
+def host_ports(cabling: Mapping[str, Any]) -> Iterator[tuple[str, str, int]]:
+    """The host end (host, hca, port) of each host cable of :func:`links`, without generating the cables (the
+    switch ends and the uplinks); a cabling that lists its ``links`` is read as it is."""
+    if "links" in cabling:
+        for link in cabling["links"]:
+            end = link["a"]
+            if link.get("kind") == "host":
+                yield end["node"], end["hca"], end["port"]
+        return
+    units = list(cabling.get("scalable_units") or [])
+    rail_hcas = list(cabling.get("rail_hcas") or [])
+    if not units or not rail_hcas:
+        return
+    for su in units[:1] if cabling["topology"] == "single_switch" else units:
+        for host in su["hosts"]:
+            for hca in rail_hcas:
+                yield host, hca, HOST_HCA_PORT
 
 
 def _uplinks(

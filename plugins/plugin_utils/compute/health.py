@@ -157,10 +157,9 @@ def _ports(fabric: FabricSection, hosts: list[str]) -> dict[str, list[str]]:
     ports: dict[str, list[str]] = {h: [] for h in hosts}
     if fabric["type"] not in RDMA_FABRICS:
         return ports
-    for link in fabric_links.links(fabric["cabling"]):
-        end = link["a"]
-        if link.get("kind") == "host" and end.get("node") in ports:
-            ports[end["node"]].append(f"{end['hca']}/{end['port']}")
+    for host, hca, port in fabric_links.host_ports(fabric["cabling"]):  # not every cable: 393,216 at 16,384 nodes
+        if host in ports:
+            ports[host].append(f"{hca}/{port}")
     return {h: sorted(set(p)) for h, p in ports.items()}
 
 

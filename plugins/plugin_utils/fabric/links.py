@@ -11,10 +11,22 @@ from ansible_collections.gpucluster.tiers.plugins.module_utils.fabric_links impo
     LinkEnd,
     hca_count,
     hcas,
+    host_ports,
     link_count,
     links,
     switch_name,
     uplinks_needed,
 )
 
-__all__ = ["Hca", "Link", "LinkEnd", "hca_count", "hcas", "link_count", "links", "switch_name", "uplinks_needed"]
+__all__ = [
+    "Hca",
+    "Link",
+    "LinkEnd",
+    "hca_count",
+    "hcas",
+    "host_ports",
+    "link_count",
+    "links",
+    "switch_name",
+    "uplinks_needed",
+]

@@ -57,6 +57,10 @@ def _assert_same(old: dict[str, Any], design: dict[str, Any]) -> None:
     assert list(fabric_links.hcas(design)) == old["hcas"]
     assert fabric_links.link_count(design) == len(old["links"])
     assert fabric_links.hca_count(design) == len(old["hcas"])
+    # the host ends alone (health's ports), from the design and from the listed links alike
+    ends = sorted((e["node"], e["hca"], e["port"]) for e in (x["a"] for x in old["links"] if x["kind"] == "host"))
+    assert sorted(fabric_links.host_ports(design)) == ends
+    assert sorted(fabric_links.host_ports({"links": old["links"]})) == ends
     rest = {k: v for k, v in old.items() if k not in ("links", "hcas")}
     assert {k: v for k, v in design.items() if k not in DESIGN_ONLY} == rest
     # the expanded form (the expected_cabling filter's answer) is the former answer with the design's keys
