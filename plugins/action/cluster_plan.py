@@ -21,22 +21,36 @@ the main process; nothing they build is cyclic garbage, and the worker ends with
 frozen (``gc.freeze``) for the collections that pickling it would start. The groups are the play's own
 (task variables) unless given: a task argument travels back to the main process with the result.
 
+The action first checks the inventory (plugin_utils/inventory/scope.py ``check_scope``, the check of the filter
+``gpucluster.tiers.inventory_scope``) on the task's own ``hostvars`` and ``groups['all']``, before it computes or
+loads a plan: each host's variables read raw, nothing templated yet. One worker then imports the engine once
+(the check as a task of its own was a second worker importing it again). Without a ``site`` argument (as
+playbooks/tasks/plan.yml runs it) the site is the task's own ``gpucluster_*`` variables (a run's switches and
+results left out: reading.site_variables), templated only after the check: a template in an inventory value
+(``{{ lookup('pipe', ...) }}``) or an alias bomb is refused before anything evaluates or expands it, as a ``site``
+argument, templated by ansible-core before the action runs, could not be.
+
 ``quiet`` (default true) hides the plan from the output and the job events by marking the result
 ``_ansible_no_log`` (not the task: a task's no_log would hide the error too). A failure is not
-hidden: the engine's error (the inventory field, the value, what is allowed) is printed once.
+hidden: the check's error and the engine's (the inventory field, the value, what is allowed, the file)
+are printed once.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils import ansible_compat
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory import scope
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import site_variables
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan import from_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.host_plan import (
     RESULT_KEYS,
@@ -48,6 +62,10 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.section impo
 #: How deep plan_sha256 hashes piece by piece here: the same digest at any depth; at 2 the pieces are a
 #: section's parts (one json.dumps each, C-level), the fewest Python calls whose pieces stay small.
 SHA256_DEPTH = 2
+
+#: The host the plan is computed on (playbooks/tasks/plan.yml delegates the task to it): the inventory check's
+#: reference host, as the filter gpucluster.tiers.inventory_scope's default.
+CONTROLLER = "localhost"
 
 #: Result keys ansible-core reads or sets itself: a plan section must not be named like one.
 RESERVED: frozenset[str] = RESULT_KEYS | frozenset(
@@ -68,6 +86,21 @@ def checked(plan: Any, source: str) -> dict[str, Any]:
     return plan
 
 
+def check_inventory(task_vars: Mapping[str, Any], controller: str = CONTROLLER) -> None:
+    """The inventory check (scope.check_scope) on the task's ``hostvars`` and ``groups['all']``: every host's
+    variables read raw, nothing templated. Raises AnsibleActionFail with the check's error (the variable, the
+    value, the file)."""
+    hostvars: Any = task_vars.get("hostvars")
+    if not ansible_compat.is_hostvars(hostvars):
+        raise AnsibleActionFail("cluster_plan: the inventory check needs the play's hostvars (task variables)")
+    groups = task_vars.get("groups")
+    hosts = groups.get("all") if isinstance(groups, Mapping) else None
+    try:
+        scope.check_scope(hostvars, hosts, controller)
+    except scope.ScopeError as exc:
+        raise AnsibleActionFail(f"cluster_plan: {exc}") from None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -75,12 +108,14 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
+        variables = task_vars or {}
         args = self._task.args
-        quiet = boolean(args.get("quiet", True), strict=False)
         collecting = gc.isenabled()
         gc.disable()
         try:
-            plan = self._plan(args, (task_vars or {}).get("groups"))
+            check_inventory(variables)  # first: before a plan is computed or loaded, before a value is templated
+            quiet = boolean(args.get("quiet", True), strict=False)
+            plan = self._plan(args, variables)
             digest = plan_sha256(plan, SHA256_DEPTH)
             gc.freeze()  # the result is pickled next (the worker sending it), with collections back on
         finally:
@@ -88,7 +123,7 @@ class ActionModule(ActionBase):
                 gc.enable()
         return {**for_registration(plan), SHA256_KEY: digest, "_ansible_no_log": quiet}
 
-    def _plan(self, args: dict[str, Any], inventory_groups: Any) -> dict[str, Any]:
+    def _plan(self, args: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
         path = str(args.get("file") or "")
         if path:
             real = self._find_needle("files", path)
@@ -99,8 +134,11 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(f"cluster_plan: cannot read the plan file {path}: {exc}") from None
             return dict(checked(plan, path))
         # groups: the play's own (a task argument is templated, and the task's arguments travel back to the
-        # main process with the result: 17,410 host names, 3 s of the stage at 16,384 nodes)
-        site, groups = args.get("site"), args.get("groups", inventory_groups)
+        # main process with the result: 17,410 host names, 3 s of the stage at 16,384 nodes); the site: the
+        # play's gpucluster_* variables, templated now that the inventory check has passed
+        site, groups = args.get("site"), args.get("groups", variables.get("groups"))
+        if site is None:
+            site = self._templar.template(site_variables(variables))
         if not isinstance(site, dict) or not isinstance(groups, dict):
             raise AnsibleActionFail("cluster_plan: site (the gpucluster_* variables) and groups must be mappings")
         try:

@@ -20,10 +20,22 @@ description:
   - ansible-core adds C(changed) and C(failed) to the registered value; the
     P(gpucluster.tiers.plan_data#filter) filter gives the plan without them, and
     P(gpucluster.tiers.host_plan#filter) and P(gpucluster.tiers.plan_sha256#filter) leave them out.
-  - A bad inventory fails with the engine's error, naming the inventory field, the value and what is allowed.
+  - Before it computes or loads a plan, the action checks the inventory (the check of the
+    P(gpucluster.tiers.inventory_scope#filter) filter, on the task's C(hostvars) and C(groups['all']), each host's
+    variables read raw). A misspelt site variable, a C(gpucluster_*) variable set on a host or a group other
+    than C(all), C(gpucluster_plan_root) or C(gpucluster_plan_dir) from the inventory, two hosts with one
+    C(ansible_host), a template or an unbounded value in a C(gpucluster_*) variable stop the task, with or
+    without O(file).
+  - A bad inventory fails with the check's or the engine's error, naming the inventory field, the value, what is
+    allowed and, where Ansible knows it, the file. The error is shown even with O(quiet).
 options:
   site:
-    description: The C(gpucluster_*) variables by name (ignored with O(file)).
+    description:
+      - The C(gpucluster_*) variables by name (ignored with O(file)).
+      - By default the task's own C(gpucluster_*) variables, without a run's switches and results
+        (C(gpucluster_plan*), C(gpucluster_host_plan), C(gpucluster_lock*), C(gpucluster_shutdown_*)), templated
+        only after the inventory check, so that a template in an inventory value is refused unevaluated. Given
+        as an argument, they are templated by Ansible before the action runs.
     type: dict
   groups:
     description:
@@ -52,10 +64,14 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Compute the cluster plan
+- name: Compute the cluster plan (the inventory checked first, the site read from the task's variables)
+  gpucluster.tiers.cluster_plan:
+    file: "{{ gpucluster_plan_file | default('', true) }}"
+  register: gpucluster_plan
+
+- name: Compute the cluster plan from the variables given (templated before the inventory check)
   gpucluster.tiers.cluster_plan:
     site: "{{ dict(names | zip(query('ansible.builtin.vars', *names))) }}"
-    file: "{{ gpucluster_plan_file | default('', true) }}"
   vars:
     names: "{{ query('ansible.builtin.varnames', '^gpucluster_(?!plan|host_plan|lock|shutdown_)') }}"
   register: gpucluster_plan

@@ -1,4 +1,5 @@
-"""The plan play's first check of the inventory, on Ansible's raw host variables (filter inventory_scope).
+"""The plan play's first check of the inventory, on Ansible's raw host variables (the cluster_plan action's
+first step; filter inventory_scope).
 
 Reads each host's variables raw (``HostVars.raw_get`` through plugin_utils/ansible_compat.py: nothing
 templated yet) and checks them before anything converts, walks or templates a value:

@@ -1,8 +1,9 @@
 """What an inventory value may be before anything reads it (issue 40): data, bounded, from its own place.
 
 These checks run on the inventory's RAW variables (``HostVars.raw_get``: not templated), in the plan
-play's first check (filter ``gpucluster.tiers.inventory_scope``), before the plan action templates a
-single ``gpucluster_*`` value and before any host is contacted (docs/security.md, "Inventory trust"):
+play's first check (the cluster_plan action's first step, as the filter ``gpucluster.tiers.inventory_scope``),
+before the plan action templates a single ``gpucluster_*`` value and before any host is contacted
+(docs/security.md, "Inventory trust"):
 
 - a ``gpucluster_*`` value is data, never a Jinja template: a string holding ``{{``, ``{%``, ``{#`` or
   starting with ``#jinja2:`` (ansible-core's own test of "possibly a template") is refused, so that a

@@ -2,7 +2,7 @@
 
 ``gpucluster_plan`` is the whole plan, on localhost only (playbooks/tasks/plan.yml registers it);
 ``gpucluster_host_plan`` is one host's slice of it, the play variable of every host play and the one plan
-variable the host roles read. Neither is site data: the plan stage's variable scan, the inventory check
+variable the host roles read. Neither is site data: the cluster_plan action's site, the inventory check
 and the cluster_plan filter leave both out.
 """
 
@@ -22,6 +22,7 @@ from conftest import ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.reading import site_variables
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.site import RUN_PREFIXES
 
 VIEW = "{{ hostvars | gpucluster.tiers.host_plan(inventory_hostname) }}"
@@ -114,25 +115,28 @@ def test_a_role_reads_one_of_the_two_names(role: Path) -> None:
 
 
 def _varnames_patterns() -> list[str]:
-    texts = [
-        (ROOT / "playbooks" / "tasks" / "plan.yml").read_text(),
-        (ROOT / "plugins" / "modules" / "cluster_plan.py").read_text(),
-    ]
-    return [m for t in texts for m in re.findall(r"query\('ansible\.builtin\.varnames', '([^']+)'\)", t)]
+    text = (ROOT / "plugins" / "modules" / "cluster_plan.py").read_text()
+    return re.findall(r"query\('ansible\.builtin\.varnames', '([^']+)'\)", text)
 
 
-def test_the_plan_stage_and_the_module_docs_scan_the_same_names() -> None:
-    patterns = _varnames_patterns()
-    assert len(patterns) == 2 and patterns[0] == patterns[1], patterns
+def test_the_plan_stage_reads_the_site_in_the_action() -> None:
+    """playbooks/tasks/plan.yml passes no site: the action reads the gpucluster_* variables itself, after the
+    inventory check (reading.site_variables); the module docs' example with a site scans the same names."""
+    stage = yaml.safe_load((ROOT / "playbooks" / "tasks" / "plan.yml").read_text())
+    (task,) = [t for t in stage if "gpucluster.tiers.cluster_plan" in t]
+    assert "site" not in task["gpucluster.tiers.cluster_plan"] and "varnames" not in str(task)
+    assert len(_varnames_patterns()) == 1, _varnames_patterns()
 
 
 @given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", max_size=24))
 def test_the_plan_stage_leaves_out_exactly_the_run_variables(suffix: str) -> None:
-    """playbooks/tasks/plan.yml's varnames pattern (ansible.builtin.varnames: re.search) reads a gpucluster_
-    name as site data exactly when site.RUN_PREFIXES (the inventory check) does."""
+    """The action's site (reading.site_variables) and the module docs' varnames pattern (ansible.builtin.varnames:
+    re.search) read a gpucluster_ name as site data exactly when site.RUN_PREFIXES (the inventory check) does."""
     pattern = re.compile(_varnames_patterns()[0])
     for name in (f"gpucluster_{suffix}", f"gpucluster_host_plan{suffix}", f"gpucluster_plan{suffix}"):
-        assert bool(pattern.search(name)) == (not name.startswith(RUN_PREFIXES)), name
+        site_data = not name.startswith(RUN_PREFIXES)
+        assert bool(pattern.search(name)) == site_data, name
+        assert (name in site_variables({name: 1})) == site_data, name
     assert not pattern.search("gpucluster_host_plan") and not pattern.search("gpucluster_plan")
     assert pattern.search("gpucluster_cluster") and pattern.search("gpucluster_hosts_extra")
 

@@ -2,9 +2,10 @@
 and no inventory variable moves the plan.
 
 - ansible.cfg: a duplicate YAML key and an inventory source no plugin parses are errors;
-- playbooks/tasks/plan.yml (filter inventory_scope): a gpucluster_* variable on a host or another group,
-  a misspelt site variable, gpucluster_plan_root from the inventory and a shared ansible_host stop the
-  plan before it is computed, nothing is written; ``-e gpucluster_plan_root`` still works (test_plan_playbook).
+- playbooks/tasks/plan.yml (the cluster_plan action's inventory check): a gpucluster_* variable on a host
+  or another group, a misspelt site variable, gpucluster_plan_root from the inventory and a shared
+  ansible_host stop the plan before it is computed, nothing is written; ``-e gpucluster_plan_root`` still
+  works (test_plan_playbook).
 """
 
 from __future__ import annotations
