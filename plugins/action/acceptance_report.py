@@ -18,6 +18,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.plain import plain
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import report as acceptance_report
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates import FAIL
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import PlanView
 
 
@@ -67,11 +69,11 @@ class ActionModule(ActionBase):
         level = args.get("dcgm_level")
         view = cast(PlanView, plan)  # the registered plan the engine built (cluster_plan), as its typed view
         checks = acceptance.acceptance_checks(view, hosts, cluster, dcgm_level=int(level) if level else None)
-        report = acceptance.acceptance_report(view, checks)
+        report = acceptance_report.acceptance_report(view, checks)
         report["generated_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         files = {
             "report.json": json.dumps(report, indent=2, sort_keys=True) + "\n",
-            "report.md": acceptance.report_markdown(report),
+            "report.md": acceptance_report.report_markdown(report),
         }
         if args.get("write_raw", True):
             files.update(_raw_files(hosts, cluster))
@@ -95,6 +97,6 @@ class ActionModule(ActionBase):
             report=report,
             summary=report["summary"],
             drain=report["drain"],
-            failed_checks=[c for c in checks if c["status"] == acceptance.FAIL],
+            failed_checks=[c for c in checks if c["status"] == FAIL],
         )
         return result

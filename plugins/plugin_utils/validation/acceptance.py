@@ -6,8 +6,8 @@ Two halves, both pure:
   the all_reduce sizes, the ib_write_bw and ib_write_lat rail ring, the HCA ports whose error
   counters perfquery reads, the fio targets (:func:`fio_jobs`);
 - what the results mean (:func:`acceptance_checks`): every check as a dict ``{name, nodes,
-  measured, floor, unit, status: pass|fail|skipped, reason, drain}`` and the report built
-  from them (:func:`acceptance_report`, :func:`report_markdown`, :func:`drain_list`).
+  measured, floor, unit, status: pass|fail|skipped, reason, drain}``; the report built from them
+  is validation/report.py's.
 
 Each check comes from a gate of :mod:`gates` (one tool's result against its floor; the rules of
 what passes, fails or is skipped are there).
@@ -24,8 +24,6 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import lin
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.choices import RDMA_FABRICS
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.floors import GATE_MESSAGE_BYTES
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates import (
-    FAIL,
-    PASS,
     SKIPPED,
     gate_all_reduce,
     gate_dcgm,
@@ -38,12 +36,10 @@ from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.gates 
     tool_installed,
 )
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation.model import (
-    AcceptanceReport,
     AcceptanceTests,
     AcceptanceView,
     Check,
     CounterPort,
-    DrainEntry,
     FioJob,
     Floors,
     IbPair,
@@ -57,7 +53,6 @@ IB_LAT_BASE_PORT = IB_BASE_PORT + 100
 #: an HCA's InfiniBand port: the cabling plugs port 1 of each planned HCA (fabric/ibsim.py's net file too)
 HCA_PORT = 1
 FIO_SUBDIR = ".gpucluster-validate"
-DRAIN_REASON_MAX = 200
 
 
 # ---------------------------------------------------------------- what to run
@@ -424,97 +419,3 @@ def _ib_write_lat_checks(got: _Results, pairs: list[IbPair]) -> list[Check]:
             check["reason"] = check["reason"].replace("ib_write_lat", f"ib_write_lat on {', '.join(lacking)}", 1)
         checks.append(check)
     return checks
-
-
-# ---------------------------------------------------------------- report
-
-
-def drain_list(checks: list[Check]) -> list[DrainEntry]:
-    """Nodes to drain: per node, its first failing check as the Slurm reason (and how many more)."""
-    per_node: dict[str, list[Check]] = {}
-    for c in checks:
-        if c["status"] != FAIL:
-            continue
-        for node in c["drain"]:
-            per_node.setdefault(node, []).append(c)
-    out: list[DrainEntry] = []
-    for node in sorted(per_node):
-        first = per_node[node][0]
-        measured, floor = first["measured"], first["floor"]
-        if isinstance(measured, (int, float)) and isinstance(floor, (int, float)):
-            what = f"{first['name']} {measured:g} < {floor:g}"
-            if measured >= floor:
-                what = f"{first['name']} {first['reason'].split(';')[0]}"
-        else:
-            what = f"{first['name']} {first['reason'].split(';')[0]}"
-        more = len(per_node[node]) - 1
-        reason = f"gpucluster-validate: {what}" + (f" (+{more} more)" if more else "")
-        out.append({"node": node, "reason": reason.replace('"', "'")[:DRAIN_REASON_MAX]})
-    return out
-
-
-def acceptance_report(plan: PlanView, checks: list[Check]) -> AcceptanceReport:
-    """The report: cluster, the floors, every check, a summary and the nodes a drain would take out."""
-    passed, failed, skipped = (sum(1 for c in checks if c["status"] == s) for s in (PASS, FAIL, SKIPPED))
-    result = FAIL if failed else ("incomplete" if skipped else PASS)
-    floors = {k: v for k, v in plan["validation"].items() if k != "tests"}
-    tested, excluded = all_reduce_nodes(plan)
-    return {
-        "schema": 1,
-        "cluster": plan["cluster"]["name"],
-        "tier": plan["cluster"]["tier"],
-        "lab": plan["cluster"]["lab"],
-        "summary": {"pass": passed, "fail": failed, "skipped": skipped, "total": len(checks), "result": result},
-        "floors": floors,
-        "checks": checks,
-        "drain": drain_list(checks),
-        # which nodes the whole-GPU all_reduce tests ran on, and why the others were left out
-        "all_reduce_nodes": {"tested": tested, "excluded": excluded},
-    }
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def report_markdown(report: AcceptanceReport) -> str:
-    """report.md: the summary line and one table row per check."""
-    s = report["summary"]
-    lines = [
-        f"# Acceptance report: {report['cluster']} ({report['tier']})",
-        "",
-        f"Result: **{s['result']}**: {s['pass']} pass, {s['fail']} fail, {s['skipped']} skipped of {s['total']} checks."
-        + (" Lab run: floors are the tier's, the hardware is containers." if report.get("lab") else ""),
-        "",
-        "| check | nodes | measured | floor | unit | status | reason |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    ar_nodes = report.get("all_reduce_nodes") or {}
-    if ar_nodes.get("excluded"):
-        tested = ar_nodes.get("tested") or []
-        lines[-2:-2] = [
-            f"all_reduce (whole GPUs) tested on {len(tested)} node(s): "
-            f"{hostlist.compress(tested) if tested else 'none'}. Left out:",
-            "",
-            *(f"- {node}: {why}" for node, why in sorted(ar_nodes["excluded"].items())),
-            "",
-        ]
-    for c in report["checks"]:
-        nodes = c["nodes"] if len(c["nodes"]) <= 4 else [f"{len(c['nodes'])} nodes"]
-        lines.append(
-            "| "
-            + " | ".join(
-                _cell(v) for v in (c["name"], nodes, c["measured"], c["floor"], c["unit"], c["status"], c["reason"])
-            )
-            + " |"
-        )
-    if report["drain"]:
-        lines += ["", "## Nodes failing a node-level check (drained with validate_drain_failed=true)", ""]
-        lines += [f"- {d['node']}: {d['reason']}" for d in report["drain"]]
-    return "\n".join(lines) + "\n"

@@ -172,7 +172,7 @@ class AllReduceNodes(TypedDict):
 
 
 class AcceptanceReport(TypedDict):
-    """report.json of the validate play (acceptance.acceptance_report; the action adds ``generated_at``)."""
+    """report.json of the validate play (report.acceptance_report; the action adds ``generated_at``)."""
 
     schema: int
     cluster: str

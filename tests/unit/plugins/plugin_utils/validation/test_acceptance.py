@@ -19,6 +19,7 @@ from conftest import ROOT, cluster_plan, load_inventory
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.fabric import links as fabric_links
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.plan.files import files_by_host
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import acceptance, gates
+from ansible_collections.gpucluster.tiers.plugins.plugin_utils.validation import report as acceptance_report
 
 DATA = ROOT / "tests" / "data" / "acceptance"
 TOOLS = {
@@ -437,7 +438,7 @@ def test_tier2_below_floor_report_fails(plans: dict[str, dict[str, Any]]) -> Non
     assert {c["nodes"][0] for c in ports if c["status"] == "fail"} == {"compute01", "compute02"}
     assert {c["name"] for c in ports if c["status"] == "fail"} == {"port_errors_mlx5_3"}
 
-    report = acceptance.acceptance_report(plan, checks)
+    report = acceptance_report.acceptance_report(plan, checks)
     assert report["summary"]["result"] == "fail"
     # intra, inter, rail3 x2, fio write+read, dcgm, port errors on mlx5_3 x2
     assert report["summary"]["fail"] == 1 + 1 + 2 + 2 + 1 + 2
@@ -446,7 +447,7 @@ def test_tier2_below_floor_report_fails(plans: dict[str, dict[str, Any]]) -> Non
     assert drain["compute02"] == "gpucluster-validate: all_reduce_intra_node 299.51 < 460 (+4 more)"
     assert drain["compute01"] == "gpucluster-validate: ib_write_bw_rail3 196.41 < 375 (+2 more)"
 
-    md = acceptance.report_markdown(report)
+    md = acceptance_report.report_markdown(report)
     assert md.startswith("# Acceptance report: tier2 (tier2)\n")
     assert "Result: **fail**" in md
     assert "| all_reduce_inter_node | compute01, compute02 | 219.51 | 340 | GB/s | fail | 219.51 < 340;" in md
@@ -464,7 +465,7 @@ def test_no_tools_is_skipped_never_pass(plans: dict[str, dict[str, Any]]) -> Non
     assert all(c["reason"].startswith("not installed") for c in checks)
     [inter] = _by_name(checks, "all_reduce_inter_node")
     assert inter["reason"] == "not installed: all_reduce_perf on compute01, compute02, compute03, compute04"
-    report = acceptance.acceptance_report(plan, checks)
+    report = acceptance_report.acceptance_report(plan, checks)
     assert report["summary"]["result"] == "incomplete" and report["summary"]["pass"] == 0
     assert report["drain"] == []
 
@@ -741,9 +742,9 @@ def test_mig_nodes_are_left_out_of_whole_gpu_all_reduce() -> None:
     inter = next(c for c in checks if c["name"] == "all_reduce_inter_node")
     assert "compute01" not in inter["nodes"]
     assert any(c["name"] == "dcgm_diag" and c["nodes"] == ["compute01"] for c in checks)  # still checked
-    report = acceptance.acceptance_report(plan, checks)
+    report = acceptance_report.acceptance_report(plan, checks)
     assert report["all_reduce_nodes"]["excluded"] == {"compute01": acceptance.MIG_EXCLUDED}
-    text = acceptance.report_markdown(report)
+    text = acceptance_report.report_markdown(report)
     assert f"tested on {len(compute) - 1} node(s)" in text and f"- compute01: {acceptance.MIG_EXCLUDED}" in text
 
 
@@ -759,4 +760,4 @@ def test_without_mig_every_node_is_tested() -> None:
     plan = cluster_plan(*load_inventory("tier3"))
     ar = plan["validation"]["tests"]["all_reduce"]
     assert ar["excluded"] == {} and ar["hostlist"] == plan["cluster"]["compute_hostlist"]
-    assert "Left out" not in acceptance.report_markdown(acceptance.acceptance_report(plan, []))
+    assert "Left out" not in acceptance_report.report_markdown(acceptance_report.acceptance_report(plan, []))
