@@ -83,7 +83,7 @@ _OCTETS = [str(i) for i in range(256)]
 
 def _run(net: Net, offset: int, count: int) -> list[str] | None:
     """The ``count`` addresses :func:`_take` gives for the indexes 0 to count - 1, or None when they do not all
-    fit (the caller's loop of _take then raises its error). Dotted quads built a /24 block at a time."""
+    fit (:func:`_take_all` then raises _take's error). Dotted quads built a /24 block at a time."""
     if offset + count - 1 >= net.num_addresses - 1:
         return None if count else []
     out: list[str] = []
@@ -95,6 +95,13 @@ def _run(net: Net, offset: int, count: int) -> list[str] | None:
         out += [prefix + octet for octet in _OCTETS[value & 255 : (value & 255) + block_end - value]]
         value = block_end
     return out
+
+
+def _take_all(net: Net, offset: int, count: int, field: str) -> list[str]:
+    """:func:`_take`'s addresses for the indexes 0 to count - 1 (:func:`_run`); a pool too small raises _take's
+    error (the pool, how many it must hold from its offset)."""
+    run = _run(net, offset, count)
+    return run if run is not None else [_take(net, offset, i, field, count) for i in range(count)]
 
 
 def address_plan(
@@ -134,17 +141,8 @@ def address_plan(
     storage_hosts = [h for h in hosts if {"storage", "compute"} & set(h["roles"])]
     compute_hosts = [h for h in hosts if "compute" in h["roles"]]
     out_hosts: dict[str, HostAddresses] = {}
-    managements = _run(nets["management"], offsets["management"], len(hosts))
-    bmcs = _run(nets["bmc"], offsets["bmc"], len(hosts))
-    if managements is None or bmcs is None:  # a pool too small: host by host, the first that does not fit raises
-        taken = [
-            (
-                _take(nets["management"], offsets["management"], i, f"{field}.management", len(hosts)),
-                _take(nets["bmc"], offsets["bmc"], i, f"{field}.bmc", len(hosts)),
-            )
-            for i in range(len(hosts))
-        ]
-        managements, bmcs = [m for m, _b in taken], [b for _m, b in taken]
+    managements = _take_all(nets["management"], offsets["management"], len(hosts), f"{field}.management")
+    bmcs = _take_all(nets["bmc"], offsets["bmc"], len(hosts), f"{field}.bmc")
     mask = f"/{nets['management'].prefixlen}"
     for h, management, bmc in zip(hosts, managements, bmcs, strict=True):
         out_hosts[h["name"]] = {"management": management, "bmc": bmc, "management_cidr": management + mask}
@@ -153,29 +151,17 @@ def address_plan(
         none: list[str | None] = [None]
         wanted = [(h["name"], list(h.get("storage_nics") or none)) for h in storage_hosts]
         total = sum(len(nics) for _name, nics in wanted)
-        addresses = _run(nets["storage"], offsets["storage"], total)
-        index = 0
+        addresses = iter(_take_all(nets["storage"], offsets["storage"], total, f"{field}.storage"))
         for name, nics in wanted:
             per_nic: dict[str, str] = {}
             for netdev in nics:
-                if addresses is None:  # the pool too small: the first address that does not fit raises
-                    address = _take(nets["storage"], offsets["storage"], index, f"{field}.storage", total)
-                else:
-                    address = addresses[index]
-                index += 1
+                address = next(addresses)
                 out_hosts[name].setdefault("storage", address)  # the host's first: what clients name it by
                 if netdev is not None:
                     per_nic[netdev] = address
             if per_nic:
                 out_hosts[name]["storage_interfaces"] = per_nic
-    runs = [_run(net, offsets["fabric"], len(compute_hosts)) for net in rail_nets]
-    columns = [run for run in runs if run is not None]
-    if len(columns) < len(runs):  # a rail subnet too small: host by host, the first that does not fit raises
-        rows = [
-            [_take(net, offsets["fabric"], i, f"{field}.fabric", len(compute_hosts)) for net in rail_nets]
-            for i in range(len(compute_hosts))
-        ]
-        columns = [[row[r] for row in rows] for r in range(len(rail_nets))]
+    columns = [_take_all(net, offsets["fabric"], len(compute_hosts), f"{field}.fabric") for net in rail_nets]
     keyed = [(str(r), column) for r, column in enumerate(columns)]
     for i, h in enumerate(compute_hosts):
         out_hosts[h["name"]]["rails"] = {key: column[i] for key, column in keyed}

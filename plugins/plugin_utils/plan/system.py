@@ -10,7 +10,7 @@ kernel does not migrate pages under pinned DMA buffers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from ansible_collections.gpucluster.tiers.plugins.module_utils import hostlist
 from ansible_collections.gpucluster.tiers.plugins.plugin_utils.inventory.errors import PlanError, require
@@ -79,12 +79,20 @@ def limits(roles: list[str], memlock: str = "unlimited") -> list[Limit]:
 NETWORKS: dict[str, str] = {"compute": "fabric", "storage": "storage", "management": "management"}
 
 
-#: Where a unit's address comes from: the host's address of the NIC's purpose, its rail's, its storage
-#: interface's own (or, without storage_interfaces, its storage address)
-_BY_PURPOSE, _BY_RAIL, _BY_STORAGE = 0, 1, 2
-#: One NIC's unit but its address (the same for every host with the NIC): where the address comes from, the
-#: rail's key, the suffix ``/prefix``, and the unit's name, netdev, rail, purpose, network and MTU.
-UnitShape = tuple[int, str, str, str, str, int | None, str, str, int | None]
+class UnitShape(NamedTuple):
+    """One NIC's systemd-networkd unit but its address: the same for every host with the NIC
+    (:func:`unit_shapes`); :func:`network_units` fills in a host's address."""
+
+    source: Literal["purpose", "rail", "storage"]  # the host's address of the NIC's purpose, its rail's, its
+    # storage interface's own (or, without storage_interfaces, its storage address)
+    rail_key: str  # the rail's key in the host's addresses
+    suffix: str  # "/<prefix length>"
+    name: str
+    netdev: str
+    rail: int | None
+    purpose: str
+    network: str
+    mtu: int | None
 
 
 def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | None = None) -> list[UnitShape]:
@@ -106,22 +114,24 @@ def unit_shapes(nics: list[Nic], prefixes: dict[str, int], *, rail_mtu: int | No
     shapes: list[UnitShape] = []
     for nic in nics:
         purpose = nic["purpose"]
-        source = _BY_RAIL if purpose == "compute" else (_BY_STORAGE if purpose == "storage" else _BY_PURPOSE)
+        source: Literal["purpose", "rail", "storage"] = (
+            "rail" if purpose == "compute" else ("storage" if purpose == "storage" else "purpose")
+        )
         prefix = prefixes.get("rail" if purpose == "compute" else purpose)
         if prefix is None:
             continue
         netdev, rail = nic["netdev"], nic.get("rail")
         shapes.append(
-            (
-                source,
-                str(rail),
-                f"/{prefix}",
-                f"10-gpucluster-{netdev}.network",
-                netdev,
-                rail,
-                purpose,
-                "management" if netdev in management else NETWORKS.get(purpose, purpose),
-                rail_mtu if purpose == "compute" else None,
+            UnitShape(
+                source=source,
+                rail_key=str(rail),
+                suffix=f"/{prefix}",
+                name=f"10-gpucluster-{netdev}.network",
+                netdev=netdev,
+                rail=rail,
+                purpose=purpose,
+                network="management" if netdev in management else NETWORKS.get(purpose, purpose),
+                mtu=rail_mtu if purpose == "compute" else None,
             )
         )
     return shapes
@@ -138,9 +148,9 @@ def network_units(addresses: HostAddresses, shapes: list[UnitShape]) -> list[Net
     own = addresses.get("storage_interfaces")
     for source, rail_key, suffix, name, netdev, rail, purpose, network, mtu in shapes:
         address: object
-        if source == _BY_RAIL:
+        if source == "rail":
             address = rails.get(rail_key)
-        elif source == _BY_STORAGE and own is not None:
+        elif source == "storage" and own is not None:
             address = own.get(netdev)
         else:
             address = by_purpose.get(purpose)

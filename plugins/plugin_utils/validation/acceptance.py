@@ -99,55 +99,6 @@ def fio_jobs(plan: AcceptanceView | PlanView) -> list[FioJob]:
     return out
 
 
-@dataclass(frozen=True)
-class _RailRing:
-    """One rail of the ring, column by column: client i writes to server i (client i+1, the last to the first)."""
-
-    rail: int
-    clients: list[str]
-    servers: list[str]
-    client_hcas: list[str]
-    server_hcas: list[str]
-    server_addresses: list[str]
-
-
-def _ring(plan: AcceptanceView | PlanView) -> list[_RailRing]:
-    """The ring of :func:`ib_write_bw_pairs` by rail (the fabric's HCAs read once; each server's address
-    looked up once per rail)."""
-    fab = plan["fabric"]
-    if fab["type"] not in RDMA_FABRICS:
-        return []
-    by_host: dict[str, dict[int, str]] = {}  # the hosts in cabling order, each once: {rail: hca}
-    for h in fabric_links.hcas(fab["cabling"]):
-        rails_of = by_host.get(h["host"])
-        if rails_of is None:
-            rails_of = by_host[h["host"]] = {}
-        rails_of[h["rail"]] = h["hca"]
-    if len(by_host) < 2:
-        return []
-    hosts = list(by_host)
-    servers = hosts[1:] + hosts[:1]
-    planned = plan["hosts"]
-    addresses = [planned[server]["addresses"] for server in servers]
-    roce = fab["type"] == "roce"  # RoCE: the server's rail address (rdma_cm); InfiniBand: its management one
-    management = [] if roce else [addr["management"] for addr in addresses]
-    ring: list[_RailRing] = []
-    for rail in sorted({rail for rails_of in by_host.values() for rail in rails_of}):
-        column = [by_host[host][rail] for host in hosts]
-        key = str(rail)
-        ring.append(
-            _RailRing(
-                rail=rail,
-                clients=hosts,
-                servers=servers,
-                client_hcas=column,
-                server_hcas=column[1:] + column[:1],
-                server_addresses=[addr["rails"][key] for addr in addresses] if roce else management,
-            )
-        )
-    return ring
-
-
 def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
     """One ib_write_bw per rail and node in a ring: node i writes to node i+1 on the same rail.
 
@@ -155,24 +106,33 @@ def ib_write_bw_pairs(plan: AcceptanceView | PlanView) -> list[IbPair]:
     can run at the same time. RoCE uses rdma_cm to the server's rail address (-R); InfiniBand
     exchanges QP data over TCP on the management address.
     """
-    roce = plan["fabric"]["type"] == "roce"
+    fab = plan["fabric"]
+    if fab["type"] not in RDMA_FABRICS:
+        return []
+    by_host: dict[str, dict[int, str]] = {}  # the hosts in cabling order, each once: {rail: hca}
+    for h in fabric_links.hcas(fab["cabling"]):
+        by_host.setdefault(h["host"], {})[h["rail"]] = h["hca"]
+    if len(by_host) < 2:
+        return []
+    roce = fab["type"] == "roce"
+    hosts = list(by_host)
+    servers = hosts[1:] + hosts[:1]
+    addresses = [plan["hosts"][server]["addresses"] for server in servers]  # each server's, looked up once
     pairs: list[IbPair] = []
-    for r in _ring(plan):
-        rail, port = r.rail, IB_BASE_PORT + r.rail
+    for rail in sorted({rail for rails in by_host.values() for rail in rails}):
+        key, port = str(rail), IB_BASE_PORT + rail
         pairs += [
             {
                 "rail": rail,
                 "client": client,
                 "server": server,
-                "client_hca": client_hca,
-                "server_hca": server_hca,
-                "server_address": address,
+                "client_hca": by_host[client][rail],
+                "server_hca": by_host[server][rail],
+                "server_address": addr["rails"][key] if roce else addr["management"],
                 "port": port,
                 "rdma_cm": roce,
             }
-            for client, server, client_hca, server_hca, address in zip(
-                r.clients, r.servers, r.client_hcas, r.server_hcas, r.server_addresses, strict=True
-            )
+            for client, server, addr in zip(hosts, servers, addresses, strict=True)
         ]
     return pairs
 
